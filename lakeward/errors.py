@@ -1,0 +1,66 @@
+"""The one exception tree of lakeward.
+
+Every error a user can cause or meet is a ``LakewardError``: it carries a plain
+sentence for the user, the HTTP status the server answers with, and the exit
+code the CLI ends with. Nothing else should reach a user as a stack trace.
+
+    LakewardError
+    ├── ConfigError          a setting is wrong (names the key and where it came from)
+    ├── StorageError         the lake could not be read or written
+    │   └── ObjectNotFound
+    ├── MetastoreError       the Hive Metastore is unreachable or refused a call
+    │   └── TableNotFound
+    ├── JavaError            Java is missing or too old
+    ├── StackError           the stack's processes (start, stop, ports, pid files)
+    └── InputError           input data does not have the expected layout
+"""
+
+from __future__ import annotations
+
+
+class LakewardError(Exception):
+    """Base of all errors lakeward reports to users."""
+
+    http_status = 500
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(LakewardError):
+    http_status = 400
+    exit_code = 2
+
+
+class StorageError(LakewardError):
+    http_status = 502
+
+
+class ObjectNotFound(StorageError):
+    http_status = 404
+
+
+class MetastoreError(LakewardError):
+    http_status = 502
+
+
+class TableNotFound(MetastoreError):
+    http_status = 404
+
+
+class JavaError(LakewardError):
+    exit_code = 3
+
+
+class StackError(LakewardError):
+    exit_code = 3
+
+
+class InputError(LakewardError):
+    http_status = 400
+    exit_code = 4
