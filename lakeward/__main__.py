@@ -1,0 +1,3 @@
+from lakeward.cli import main
+
+main()

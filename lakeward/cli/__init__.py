@@ -1,0 +1,225 @@
+"""The ``lakeward`` command: thin Typer commands over the service core.
+
+Every command takes ``--data-dir`` and works on the stack in that dir.
+Errors are printed as one plain sentence; there are no stack traces unless
+``LAKEWARD_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from lakeward.config import Settings, load_settings
+from lakeward.errors import LakewardError
+
+app = typer.Typer(
+    help="lakeward: a self-hosted data lake (Spark ETL, Hive Metastore, Athena-style SQL).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+metastore_app = typer.Typer(help="The Hive Metastore nodes of the stack.", no_args_is_help=True)
+etl_app = typer.Typer(help="Data pipelines.", no_args_is_help=True)
+app.add_typer(metastore_app, name="metastore")
+app.add_typer(etl_app, name="etl")
+
+out = Console()
+err = Console(stderr=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        help="The stack's data dir [default: ./.lakeward, or LAKEWARD_DATA_DIR]",
+        show_default=False,
+    ),
+]
+ConfigFile = Annotated[
+    Path | None,
+    typer.Option("--config", help="Stack file [default: ./lakeward.toml if present]"),
+]
+CovidSource = Annotated[
+    str | None,
+    typer.Option(
+        "--covid-source",
+        "--source",
+        help="Directory or URL of the JHU CSSE time series [default: JHU on GitHub, "
+        "or LAKEWARD_COVID_SOURCE]",
+    ),
+]
+
+
+def _settings(
+    data_dir: Path | None, config: Path | None = None, **overrides: Any
+) -> Settings:
+    return load_settings(data_dir=data_dir, config_file=config, overrides=overrides)
+
+
+def _print_pairs(pairs: dict[str, str]) -> None:
+    width = max(len(k) for k in pairs)
+    for key, value in pairs.items():
+        out.print(f"{key:<{width}} = {value}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def up(
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    covid_source: CovidSource = None,
+    reload: Annotated[bool, typer.Option(help="Run the covid ETL even if loaded")] = False,
+) -> None:
+    """Start the metastore and the server, load the covid tables, print the stack outputs."""
+    from lakeward.progress import RichProgress
+    from lakeward.stack import Stack
+
+    settings = _settings(data_dir, config, **{"covid.source": covid_source})
+    with RichProgress() as progress:
+        outputs = Stack(settings, progress).up(reload=reload)
+    _print_pairs(outputs)
+
+
+@app.command()
+def down(
+    data_dir: DataDir = None,
+    retain_data: Annotated[
+        bool, typer.Option("--retain-data", help="Keep the data dir and the lake")
+    ] = False,
+) -> None:
+    """Stop the stack and, without --retain-data, delete its data."""
+    from lakeward.stack import Stack
+
+    settings = _settings(data_dir)
+    Stack(settings).down(retain_data=retain_data)
+    kept = "data kept in" if retain_data else "data deleted:"
+    out.print(f"stack stopped; {kept} {settings.data_dir}")
+
+
+@app.command()
+def status(data_dir: DataDir = None) -> None:
+    """Show each component of the stack and whether it is healthy."""
+    from lakeward.stack import Stack
+
+    components = Stack(_settings(data_dir)).status()
+    table = Table("component", "state", "detail")
+    for component in components:
+        colour = {"running": "green", "stopped": "dim", "unhealthy": "red"}[component.state]
+        table.add_row(component.name, f"[{colour}]{component.state}[/]", component.detail)
+    out.print(table)
+    if any(c.state != "running" for c in components):
+        raise typer.Exit(1)
+
+
+@app.command()
+def serve(
+    data_dir: DataDir = None,
+    host: Annotated[str | None, typer.Option(help="Address to bind")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to bind")] = None,
+) -> None:
+    """Run the HTTP server in the foreground (`up` runs it in the background)."""
+    import uvicorn
+
+    from lakeward.http import create_app
+    from lakeward.stack import SERVER_PORT
+
+    settings = _settings(data_dir, **{"server.host": host, "server.port": port})
+    uvicorn.run(
+        create_app(settings),
+        host=settings.server.host,
+        port=settings.server.port or SERVER_PORT,
+        log_level="warning",
+    )
+
+
+@etl_app.command("covid")
+def etl_covid(data_dir: DataDir = None, covid_source: CovidSource = None) -> None:
+    """Load the JHU CSSE COVID-19 time series into the lake and the metastore."""
+    from lakeward.ingest.covid import CovidEtl
+    from lakeward.progress import RichProgress
+
+    settings = _settings(data_dir, **{"covid.source": covid_source})
+    with RichProgress() as progress:
+        report = CovidEtl(settings, progress).run()
+    table = Table("source", "rows", "loaded", "quarantined", "no lat/long", "output rows")
+    for m in report.measures:
+        table.add_row(
+            m.raw_uri.rsplit("/", 1)[-1], str(m.rows_read), str(m.rows_loaded),
+            str(m.rows_quarantined), str(m.rows_without_coordinates), f"{m.output_rows:,}",
+        )  # fmt: skip
+    out.print(table)
+    bad_columns = sum(len(m.bad_date_columns) for m in report.measures)
+    if report.quarantined:
+        out.print(
+            f"[yellow]{report.quarantined} rows/columns quarantined ({bad_columns} columns) "
+            f"in {settings.covid.database}.covid_quarantine[/]"
+        )
+    timings = ", ".join(f"{k} {v:.1f}s" for k, v in report.timings.items())
+    out.print(f"run {report.run_id}: {timings}")
+
+
+@metastore_app.command("start")
+def metastore_start(data_dir: DataDir = None, config: ConfigFile = None) -> None:
+    """Start the metastore (creating its schema on first start)."""
+    from lakeward.progress import RichProgress
+    from lakeward.stack import Stack, pin_ports
+
+    settings = pin_ports(_settings(data_dir, config))
+    with RichProgress() as progress:
+        Stack(settings, progress).start_metastore()
+    out.print(f"metastore serving at {settings.metastore.host}:{settings.metastore.port}")
+
+
+@metastore_app.command("stop")
+def metastore_stop(data_dir: DataDir = None) -> None:
+    """Stop the metastore nodes."""
+    from lakeward.stack import Stack
+
+    for node in Stack(_settings(data_dir)).metastore_nodes():
+        stopped = node.stop()
+        out.print(f"{node.process.name}: {'stopped' if stopped else 'was not running'}")
+
+
+@metastore_app.command("status")
+def metastore_status(data_dir: DataDir = None) -> None:
+    """Show each metastore node's health over Thrift."""
+    from lakeward.stack import Stack
+
+    nodes = Stack(_settings(data_dir)).metastore_nodes()
+    table = Table("node", "uri", "pid", "healthy", "log")
+    statuses = [n.status() for n in nodes]
+    for s in statuses:
+        table.add_row(s.name, s.uri, str(s.pid or "-"), "yes" if s.healthy else "no", str(s.log))
+    out.print(table)
+    if not statuses or not all(s.healthy for s in statuses):
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    try:
+        code = app(standalone_mode=False)
+    except click.ClickException as exc:  # usage errors: wrong option, missing argument
+        exc.show()
+        sys.exit(exc.exit_code)
+    except LakewardError as exc:
+        err.print(f"[red]error:[/] {exc.message}", highlight=False)
+        sys.exit(exc.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        err.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # a bug: say so plainly, without a trace unless asked
+        if os.environ.get("LAKEWARD_DEBUG"):
+            raise
+        err.print(
+            f"[red]unexpected error:[/] {type(exc).__name__}: {exc} "
+            "(set LAKEWARD_DEBUG=1 for the details)",
+            highlight=False,
+        )
+        sys.exit(70)
+    sys.exit(code if isinstance(code, int) else 0)

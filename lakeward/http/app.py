@@ -1,0 +1,45 @@
+"""The ASGI application. Routes stay thin; later features add routers here."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from lakeward import __version__
+from lakeward.config import Settings
+from lakeward.errors import LakewardError
+from lakeward.metastore.client import MetastoreClient
+from lakeward.metastore.node import metastore_uris
+
+
+def error_body(exc: LakewardError) -> dict[str, object]:
+    """The one shape of every error the server returns."""
+    return {"error": {"type": type(exc).__name__, "message": exc.message}}
+
+
+def create_app(settings: Settings) -> FastAPI:
+    app = FastAPI(
+        title="lakeward",
+        version=__version__,
+        description="Self-hosted data lake: metastore, lake storage, SQL and access control.",
+    )
+    app.state.settings = settings
+
+    @app.exception_handler(LakewardError)
+    async def _lakeward_error(_request: Request, exc: LakewardError) -> JSONResponse:
+        return JSONResponse(error_body(exc), status_code=exc.http_status)
+
+    @app.get("/health", tags=["stack"])
+    def health() -> dict[str, object]:
+        """Liveness of the server, and whether the metastore answers."""
+        try:
+            uris = metastore_uris(settings)
+        except LakewardError:
+            uris = []
+        metastore_ok = False
+        if uris:
+            with MetastoreClient(uris, timeout=3.0, rounds=1, retry_delay=0) as client:
+                metastore_ok = client.ping()
+        return {"status": "ok", "version": __version__, "metastore": metastore_ok}
+
+    return app

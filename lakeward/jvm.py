@@ -1,0 +1,76 @@
+"""Java and the jars that ship inside the pyspark wheel.
+
+Spark and the Hive Metastore both run on the JVM; the metastore runs from the
+Hive 2.3 jars that the pyspark wheel carries, so there is nothing else to
+download.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+
+from lakeward.errors import JavaError
+
+MIN_JAVA = 17
+INSTALL_HINT = "install it with: sudo apt-get install -y openjdk-17-jre-headless"
+
+
+def find_java(java_home: str | None = None) -> Path:
+    """The ``java`` executable to run, checked to be Java 17 or newer."""
+    home = java_home or os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        if not candidate.is_file():
+            source = "metastore.java_home" if java_home else "JAVA_HOME"
+            raise JavaError(f"{source} is {home}, but {candidate} does not exist; {INSTALL_HINT}")
+    else:
+        found = shutil.which("java")
+        if not found:
+            raise JavaError(f"Java {MIN_JAVA} or newer is needed and none was found; {INSTALL_HINT}")
+        candidate = Path(found)
+    version = java_version(str(candidate))
+    if version < MIN_JAVA:
+        raise JavaError(
+            f"{candidate} is Java {version}; Java {MIN_JAVA} or newer is needed; {INSTALL_HINT}"
+        )
+    return candidate
+
+
+@cache
+def java_version(java: str) -> int:
+    try:
+        result = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except OSError as exc:
+        raise JavaError(f"cannot run {java}: {exc.strerror}") from None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr)
+    if not match:
+        raise JavaError(f"cannot tell the version of {java}: {result.stderr.strip()[:200]}")
+    major = int(match.group(1))
+    # Java 8 and older report "1.8.0_...".
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def spark_home() -> Path:
+    """The Spark installation inside the pyspark package."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def spark_jars() -> Path:
+    return spark_home() / "jars"
+
+
+def java_env(java: Path) -> dict[str, str]:
+    """The environment for a JVM child process (Spark's scripts read JAVA_HOME)."""
+    env = dict(os.environ)
+    env["JAVA_HOME"] = str(java.resolve().parent.parent)
+    env.setdefault("SPARK_HOME", str(spark_home()))
+    return env

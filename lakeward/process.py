@@ -1,0 +1,148 @@
+"""Background processes of a stack: a pid file and a log in the data dir.
+
+The pid file also records the process's start time (from /proc), so that a
+recycled pid is never mistaken for ours and never killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lakeward.errors import StackError
+
+
+def _start_ticks(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may hold spaces; the fields after it are fixed.
+    fields = stat.rpartition(")")[2].split()
+    if fields[0] == "Z":  # exited; a zombie until its parent (maybe us) reaps it
+        _reap(pid)
+        return None
+    return fields[19]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str, preferred: int, exclude: Sequence[int] = ()) -> int:
+    """``preferred`` if it is free, else the next free port above it."""
+    for port in range(preferred, preferred + 200):
+        if port not in exclude and port_is_free(host, port):
+            return port
+    raise StackError(f"no free port on {host} between {preferred} and {preferred + 199}")
+
+
+@dataclass(frozen=True)
+class ManagedProcess:
+    """One named background process of a stack, e.g. ``metastore-1`` or ``server``."""
+
+    name: str
+    run_dir: Path
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run_dir / f"{self.name}.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.run_dir / f"{self.name}.log"
+
+    def pid(self) -> int | None:
+        """The pid if our process is alive; a stale pid file is removed."""
+        try:
+            record = json.loads(self.pid_file.read_text())
+            pid = int(record["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if _start_ticks(pid) != record.get("start"):
+            self.pid_file.unlink(missing_ok=True)
+            return None
+        return pid
+
+    def start(self, command: Sequence[str], env: dict[str, str] | None = None) -> int:
+        if self.pid() is not None:
+            raise StackError(f"{self.name} is already running (pid file {self.pid_file})")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_file, "ab") as log:
+            child = subprocess.Popen(
+                list(command),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,  # survives the CLI; stopped as a group
+            )
+        record = {"pid": child.pid, "start": _start_ticks(child.pid), "command": list(command)}
+        tmp = self.pid_file.with_suffix(".pid.tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(self.pid_file)
+        return child.pid
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float, what: str) -> None:
+        """Wait for ``ready()``; fail with the log's tail if the process dies or time runs out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.pid() is None:
+                raise StackError(
+                    f"{self.name} exited while starting; last lines of {self.log_file}:\n"
+                    + self.log_tail()
+                )
+            if ready():
+                return
+            time.sleep(0.5)
+        raise StackError(
+            f"{self.name} did not become {what} within {timeout:.0f} s; "
+            f"last lines of {self.log_file}:\n{self.log_tail()}"
+        )
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Stop the process group: TERM, then KILL after ``timeout``. False if not running."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and _start_ticks(pid) is not None:
+                _reap(pid)
+                time.sleep(0.2)
+            if _start_ticks(pid) is None:
+                break
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_file.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join("    " + line for line in text.splitlines()[-lines:])
+
+
+def _reap(pid: int) -> None:
+    """Collect a child that exited, so that it does not linger as a zombie."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass

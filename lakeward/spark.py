@@ -1,0 +1,85 @@
+"""The one place that builds SparkSessions, wired to the stack's metastore and lake."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from lakeward.config import Settings
+from lakeward.jvm import find_java, java_env
+from lakeward.metastore.node import metastore_uris
+from lakeward.storage.paths import hadoop_uri, warehouse_uri
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def under_spark_submit() -> bool:
+    """True when this Python process is the driver of a ``spark-submit`` run.
+
+    spark-submit starts the JVM first and hands Python its gateway; the master
+    and the driver's memory are then spark-submit's to decide.
+    """
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str, str]:
+    """The Spark settings of the stack; ``settings.spark.conf`` wins over them."""
+    lake = settings.lake
+    conf = {
+        "spark.app.name": app_name,
+        "spark.sql.warehouse.dir": hadoop_uri(warehouse_uri(settings)),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+        # Keep Derby's and Spark's scratch files in the data dir, not the cwd.
+        "spark.driver.extraJavaOptions": (
+            f"-Dderby.system.home={settings.data_dir / 'spark'} -Dlog4j2.level=warn"
+        ),
+        "spark.local.dir": str(settings.data_dir / "spark" / "tmp"),
+    }
+    if not under_spark_submit():
+        conf["spark.master"] = settings.spark.master
+        conf["spark.driver.memory"] = settings.spark.driver_memory
+    if hive:
+        conf["spark.sql.catalogImplementation"] = "hive"
+        conf["spark.hadoop.hive.metastore.uris"] = ",".join(metastore_uris(settings))
+    if settings.lake_root.startswith("s3://"):
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true" if lake.s3_endpoint_url else "false"
+        if lake.s3_endpoint_url:
+            conf["spark.hadoop.fs.s3a.endpoint"] = lake.s3_endpoint_url
+        if lake.s3_region:
+            conf["spark.hadoop.fs.s3a.endpoint.region"] = lake.s3_region
+        if lake.s3_access_key_id and lake.s3_secret_access_key:
+            conf["spark.hadoop.fs.s3a.access.key"] = lake.s3_access_key_id
+            conf["spark.hadoop.fs.s3a.secret.key"] = lake.s3_secret_access_key
+    conf.update(settings.spark.conf)
+    return conf
+
+
+def build_session(settings: Settings, app_name: str, hive: bool = True) -> SparkSession:
+    """A SparkSession on the stack's master, metastore and lake.
+
+    Under spark-submit the session spark-submit started is reused, with the
+    stack's settings applied on top.
+    """
+    if not under_spark_submit():
+        # Spark's launcher scripts need JAVA_HOME to find the right Java.
+        os.environ.update(
+            {
+                k: v
+                for k, v in java_env(find_java(settings.metastore.java_home)).items()
+                if k in ("JAVA_HOME", "SPARK_HOME")
+            }
+        )
+        (settings.data_dir / "spark" / "tmp").mkdir(parents=True, exist_ok=True)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in spark_conf(settings, app_name, hive).items():
+        builder = builder.config(key, value)
+    if hive:
+        builder = builder.enableHiveSupport()
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

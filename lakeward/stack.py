@@ -1,0 +1,207 @@
+"""Bringing a stack up and down: the only place that wires the parts together.
+
+A stack lives in its data dir: ``stack.json`` (the settings it runs with,
+ports included, and its outputs), ``run/`` (pid files and logs), ``metastore/``
+(the metastore's database and configuration) and, by default, ``lake/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+
+from lakeward.config import STATE_FILE_NAME, Settings
+from lakeward.errors import ConfigError, LakewardError, StackError
+from lakeward.ingest.jhu import COMBINED_TABLE, MEASURES, QUARANTINE_TABLE
+from lakeward.metastore.client import MetastoreClient
+from lakeward.metastore.node import DEFAULT_PORT as METASTORE_PORT
+from lakeward.metastore.node import MetastoreNode, metastore_uris
+from lakeward.process import ManagedProcess, free_port
+from lakeward.progress import Progress
+from lakeward.storage import load_storage
+from lakeward.storage.paths import bucket_uri, warehouse_uri
+
+SERVER_PORT = 8950
+COVID_TABLES = [*(m.table for m in MEASURES), COMBINED_TABLE, QUARANTINE_TABLE]
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    name: str
+    state: str  # running | stopped | unhealthy
+    detail: str
+
+
+def read_state(data_dir: Path) -> dict[str, object]:
+    try:
+        state: dict[str, object] = json.loads((data_dir / STATE_FILE_NAME).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return state
+
+
+def write_state(settings: Settings, outputs: dict[str, str] | None = None) -> None:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    state = read_state(settings.data_dir)
+    state["settings"] = settings.to_raw()
+    if outputs is not None:
+        state["outputs"] = outputs
+    path = settings.state_file
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+    tmp.chmod(0o600)  # it may hold S3 keys
+    tmp.replace(path)
+
+
+def pin_ports(settings: Settings) -> Settings:
+    """Choose the ports left open (9083 and 8950, or the next free ones) and record them."""
+    metastore, server = settings.metastore, settings.server
+    updates = {}
+    if metastore.port is None:
+        updates["metastore"] = metastore.model_copy(
+            update={"port": free_port(metastore.host, METASTORE_PORT)}
+        )
+    if server.port is None:
+        taken = [(updates.get("metastore") or metastore).port or 0]
+        updates["server"] = server.model_copy(
+            update={"port": free_port(server.host, SERVER_PORT, exclude=taken)}
+        )
+    pinned = settings.model_copy(update=updates)
+    write_state(pinned)
+    return pinned
+
+
+def check_reachable(settings: Settings) -> None:
+    """Fail early, naming the setting, when a configured place cannot be reached."""
+    endpoint = settings.lake.s3_endpoint_url
+    if endpoint:
+        parsed = urlparse(endpoint)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            socket.create_connection((parsed.hostname or "", port), timeout=5).close()
+        except OSError as exc:
+            raise ConfigError(
+                f"lake.s3_endpoint_url: {endpoint} is unreachable ({exc.strerror or exc})"
+            ) from None
+    if settings.lake_root.startswith("file://"):
+        root = Path(urlparse(settings.lake_root).path)
+        existing = next(p for p in [root, *root.parents] if p.exists())
+        if not os.access(existing, os.W_OK):
+            raise ConfigError(f"lake.root: {settings.lake_root} is not writable ({existing})")
+
+
+class Stack:
+    def __init__(self, settings: Settings, progress: Progress | None = None) -> None:
+        self.settings = settings
+        self.progress = progress or Progress()
+
+    @property
+    def server_process(self) -> ManagedProcess:
+        return ManagedProcess("server", self.settings.data_dir / "run")
+
+    def server_url(self) -> str:
+        return f"http://{self.settings.server.host}:{self.settings.server.port}"
+
+    def metastore_nodes(self) -> list[MetastoreNode]:
+        if self.settings.metastore.port is None:  # never started: no node to speak of
+            return []
+        return [MetastoreNode(self.settings, index=1)]
+
+    def up(self, covid_source: str | None = None, reload: bool = False) -> dict[str, str]:
+        """Start what is not running and load the covid tables if they are missing."""
+        check_reachable(self.settings)
+        self.settings = pin_ports(self.settings)
+        storage = load_storage(self.settings)
+        storage.ensure_bucket(self.settings.lake.data_bucket)
+        self.start_metastore()
+        self.start_server()
+        with MetastoreClient(metastore_uris(self.settings)) as client:
+            database = self.settings.covid.database
+            loaded = database in client.databases() and set(COVID_TABLES) <= set(
+                client.tables(database)
+            )
+        if reload or not loaded:
+            from lakeward.ingest.covid import CovidEtl
+
+            CovidEtl(self.settings, self.progress, storage).run(covid_source)
+        outputs = self.outputs()
+        write_state(self.settings, outputs)
+        return outputs
+
+    def start_metastore(self) -> None:
+        for node in self.metastore_nodes():
+            with self.progress.step(f"start {node.process.name} ({node.uri})"):
+                node.start()
+
+    def start_server(self) -> None:
+        process = self.server_process
+        if process.pid() is not None and self._server_healthy():
+            return
+        process.stop()
+        data_dir = str(self.settings.data_dir)
+        command = [sys.executable, "-m", "lakeward", "serve", "--data-dir", data_dir]
+        with self.progress.step(f"start server ({self.server_url()})"):
+            process.start(command)
+            process.wait_until(self._server_healthy, 60, "ready")
+
+    def _server_healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.server_url()}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def outputs(self) -> dict[str, str]:
+        settings = self.settings
+        database = settings.covid.database
+        return {
+            "data_dir": str(settings.data_dir),
+            "lake_root": settings.lake_root,
+            "data_bucket": settings.lake.data_bucket,
+            "data_bucket_uri": bucket_uri(settings, settings.lake.data_bucket),
+            "warehouse_uri": warehouse_uri(settings),
+            "metastore_uris": ",".join(metastore_uris(settings)),
+            "metastore_backend": settings.metastore.backend,
+            "spark_master": settings.spark.master,
+            "server_url": self.server_url(),
+            "tables": ",".join(f"{database}.{t}" for t in COVID_TABLES),
+            "metastore_logs": ",".join(str(n.process.log_file) for n in self.metastore_nodes()),
+            "server_log": str(self.server_process.log_file),
+        }
+
+    def status(self) -> list[ComponentStatus]:
+        result = []
+        for node in self.metastore_nodes():
+            status = node.status()
+            state = "stopped" if status.pid is None else "running" if status.healthy else "unhealthy"
+            result.append(ComponentStatus(status.name, state, f"{status.uri} pid {status.pid}"))
+        pid = self.server_process.pid()
+        healthy = pid is not None and self._server_healthy()
+        state = "stopped" if pid is None else "running" if healthy else "unhealthy"
+        result.append(ComponentStatus("server", state, f"{self.server_url()} pid {pid}"))
+        return result
+
+    def down(self, retain_data: bool = False) -> None:
+        """Stop every process; unless ``retain_data``, delete the stack's data too."""
+        self.server_process.stop()
+        for node in self.metastore_nodes():
+            node.stop()
+        if retain_data:
+            return
+        if self.settings.lake_root.startswith("s3://"):
+            try:
+                load_storage(self.settings).delete_prefix(self.settings.lake.data_bucket, "")
+            except LakewardError as exc:
+                raise StackError(f"stopped, but deleting the lake's data failed: {exc}") from None
+        directory = self.settings.data_dir
+        if directory.is_dir():
+            if not (directory / STATE_FILE_NAME).is_file():
+                raise StackError(f"{directory} does not hold a lakeward stack; not deleting it")
+            shutil.rmtree(directory)
