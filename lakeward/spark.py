@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakeward.config import Settings
@@ -12,6 +13,8 @@ from lakeward.storage.paths import hadoop_uri, warehouse_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+LOG_CONFIG = Path(__file__).parent / "resources" / "spark-log4j2.properties"
 
 
 def under_spark_submit() -> bool:
@@ -34,7 +37,8 @@ def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str
         "spark.ui.enabled": "false",
         # Keep Derby's and Spark's scratch files in the data dir, not the cwd.
         "spark.driver.extraJavaOptions": (
-            f"-Dderby.system.home={settings.data_dir / 'spark'} -Dlog4j2.level=warn"
+            f"-Dderby.system.home={settings.data_dir / 'spark'} "
+            f"-Dlog4j.configurationFile={LOG_CONFIG}"
         ),
         "spark.local.dir": str(settings.data_dir / "spark" / "tmp"),
     }
@@ -73,6 +77,9 @@ def build_session(settings: Settings, app_name: str, hive: bool = True) -> Spark
             }
         )
         (settings.data_dir / "spark" / "tmp").mkdir(parents=True, exist_ok=True)
+        if settings.spark.master.startswith("local"):
+            # A local driver has no business on the network.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder

@@ -147,10 +147,10 @@ def etl_covid(data_dir: DataDir = None, covid_source: CovidSource = None) -> Non
     settings = _settings(data_dir, **{"covid.source": covid_source})
     with RichProgress() as progress:
         report = CovidEtl(settings, progress).run()
-    table = Table("source", "rows", "loaded", "quarantined", "no lat/long", "output rows")
+    table = Table("measure", "rows", "loaded", "quarantined", "no lat/long", "output rows")
     for m in report.measures:
         table.add_row(
-            m.raw_uri.rsplit("/", 1)[-1], str(m.rows_read), str(m.rows_loaded),
+            m.measure, str(m.rows_read), str(m.rows_loaded),
             str(m.rows_quarantined), str(m.rows_without_coordinates), f"{m.output_rows:,}",
         )  # fmt: skip
     out.print(table)

@@ -267,11 +267,10 @@ class CovidEtl:
         """
         for table, location in report.tables.items():
             prefix = f"{PARQUET_PREFIX}/{table}/"
-            listed = self.storage.list(self.bucket, prefix)
-            versions = {info.key[len(prefix) :].split("/", 1)[0] for info in listed}
+            versions = self.storage.children(self.bucket, prefix)
             current = _version_of(location)
             keep = {current, _version_of(previous.get(table, ""))}
-            for version in sorted(versions):
+            for version in versions:
                 if version not in keep:
                     self.storage.delete_prefix(self.bucket, f"{prefix}{version}/")
             self.storage.announce(self.bucket, f"{prefix}{current}/")

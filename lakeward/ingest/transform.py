@@ -10,6 +10,7 @@ window, sort or shuffle is needed, and the combined table joins locations
 
 from __future__ import annotations
 
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column as Col
@@ -132,7 +133,7 @@ def parse_lines(spark: SparkSession, uri: str, header: Header, measure: Measure)
     else:
         counts_ok = ~F.array_contains(_unchecked_flags(values, checked), True)
     first_bad = F.array_position(_unchecked_flags(values, checked), True).cast("int")
-    headers_lit = F.array(*(F.lit(h) for h in header.columns[4:]))
+    headers_lit = _literal_array(header.columns[4:])
     count_reason = F.concat(
         F.lit("column '"), F.element_at(headers_lit, first_bad), F.lit("': '"),
         F.element_at(values, first_bad), F.lit("' is not a whole non-negative number"),
@@ -157,7 +158,8 @@ def parse_lines(spark: SparkSession, uri: str, header: Header, measure: Measure)
         .when(~counts_ok, F.element_at(headers_lit, first_bad))
     )
 
-    kept = values if all(good_mask) else F.filter(values, lambda _x, i: F.element_at(F.array(*map(F.lit, good_mask)), i + 1))
+    good_lit = _literal_array(good_mask)
+    kept = values if all(good_mask) else F.filter(values, lambda _x, i: F.element_at(good_lit, i + 1))
     n_tracked = sum(1 for d in header.good_dates if measure.tracked_until is None or d <= measure.tracked_until)
     if n_tracked == len(header.good_dates):
         counts = kept.cast("array<bigint>")
@@ -177,7 +179,7 @@ def parse_lines(spark: SparkSession, uri: str, header: Header, measure: Measure)
 
 def _unchecked_flags(values: Col, checked: list[bool]) -> Col:
     """Per value: true where a checked column does not hold a whole non-negative number."""
-    mask = F.array(*map(F.lit, checked))
+    mask = _literal_array(checked)
     return F.transform(
         values, lambda x, i: F.element_at(mask, i + 1) & ~x.rlike(f"^{_COUNT}$")
     )
@@ -196,8 +198,24 @@ def parse_stats(parsed: DataFrame) -> dict[str, int]:
     return {k: int(row[k] or 0) for k in ("rows", "good", "bad", "no_coordinates")}
 
 
-def _dates(dates: list[Any]) -> Col:
-    return F.array(*(F.lit(d) for d in dates))
+def _literal_array(items: list[Any]) -> Col:
+    """An array literal, built in one call: thousands of F.lit calls cost seconds."""
+    def sql(item: Any) -> str:
+        if item is None:
+            return "NULL"
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        if isinstance(item, date):
+            return f"DATE'{item.isoformat()}'"
+        if isinstance(item, int):
+            return str(item)
+        return "'" + str(item).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    return F.expr(f"array({', '.join(map(sql, items))})")
+
+
+def _dates(dates: list[date]) -> Col:
+    return _literal_array(list(dates))
 
 
 def _with_daily_change(counts: Col) -> Col:
@@ -228,7 +246,7 @@ def _locations(parsed: dict[str, DataFrame], headers: dict[str, Header]) -> tupl
         counts = F.col("_counts")
         if dates != all_dates:
             index = {d: i + 1 for i, d in enumerate(dates)}
-            where = F.array(*(F.lit(index.get(d)).cast("int") for d in all_dates))
+            where = _literal_array([index.get(d) for d in all_dates]).cast("array<int>")
             counts = F.transform(where, lambda i: F.when(i.isNotNull(), F.element_at(counts, i)))
         frame = parsed[measure.name].where(F.col("_reason").isNull()).select(
             "province_state", "country",

@@ -9,6 +9,7 @@ table, already exists) are not retried.
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -26,6 +27,9 @@ from thrift.transport import TSocket, TTransport
 from lakeward.errors import MetastoreError, TableNotFound
 
 T = TypeVar("T")
+
+# Thrift logs every failed connect at ERROR; a failover is not an error to show.
+logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)
 
 PARQUET = {
     "input_format": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
