@@ -108,7 +108,8 @@ def spark_cluster(stack: Settings, tmp_path: Path) -> Iterator[str]:
 def test_spark_submit_to_a_standalone_cluster_gives_identical_tables(
     stack: Settings, jhu_dir: Path, spark_cluster: str
 ) -> None:
-    before = {t: read(loc) for t, loc in locations(stack).items()}
+    previous = locations(stack)
+    before = {t: read(loc) for t, loc in previous.items()}
     env = {
         **java_env(find_java()),
         "PYSPARK_PYTHON": sys.executable,
@@ -126,5 +127,5 @@ def test_spark_submit_to_a_standalone_cluster_gives_identical_tables(
     assert '"run_id"' in result.stdout
     after = locations(stack)
     for table, expected in before.items():
-        assert after[table] != "", table
+        assert after[table] != previous[table], f"{table} was not replaced by the submitted run"
         assert read(after[table]).equals(expected), table
