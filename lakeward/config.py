@@ -102,7 +102,9 @@ class SparkSettings(_Section):
     @field_validator("master")
     @classmethod
     def _known_master(cls, value: str) -> str:
-        if not re.match(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+|mesos://.+)$", value):
+        if not re.match(
+            r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+|mesos://.+)$", value
+        ):
             raise ValueError(
                 f"{value!r} is not a Spark master (local[*], spark://host:port, yarn, k8s://...)"
             )
@@ -227,7 +229,9 @@ def _read_stack_file(path: Path, layers: _Layers) -> None:
 def _read_env(env: Mapping[str, str], layers: _Layers) -> None:
     sections = {n for n, f in Settings.model_fields.items() if n != "data_dir"}
     if env.get(ENV_COVID_SOURCE):
-        layers.set("covid.source", env[ENV_COVID_SOURCE], f"environment variable {ENV_COVID_SOURCE}")
+        layers.set(
+            "covid.source", env[ENV_COVID_SOURCE], f"environment variable {ENV_COVID_SOURCE}"
+        )
     for name, value in sorted(env.items()):
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue

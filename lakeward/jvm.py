@@ -31,7 +31,9 @@ def find_java(java_home: str | None = None) -> Path:
     else:
         found = shutil.which("java")
         if not found:
-            raise JavaError(f"Java {MIN_JAVA} or newer is needed and none was found; {INSTALL_HINT}")
+            raise JavaError(
+                f"Java {MIN_JAVA} or newer is needed and none was found; {INSTALL_HINT}"
+            )
         candidate = Path(found)
     version = java_version(str(candidate))
     if version < MIN_JAVA:

@@ -6,6 +6,7 @@ recycled pid is never mistaken for ours and never killed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -142,7 +143,5 @@ class ManagedProcess:
 
 def _reap(pid: int) -> None:
     """Collect a child that exited, so that it does not linger as a zombie."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

@@ -64,13 +64,15 @@ def write_state(settings: Settings, outputs: dict[str, str] | None = None) -> No
 def pin_ports(settings: Settings) -> Settings:
     """Choose the ports left open (9083 and 8950, or the next free ones) and record them."""
     metastore, server = settings.metastore, settings.server
-    updates = {}
+    updates: dict[str, object] = {}
     if metastore.port is None:
         updates["metastore"] = metastore.model_copy(
             update={"port": free_port(metastore.host, METASTORE_PORT)}
         )
     if server.port is None:
-        taken = [(updates.get("metastore") or metastore).port or 0]
+        pinned_metastore = updates.get("metastore", metastore)
+        assert isinstance(pinned_metastore, type(metastore))
+        taken = [pinned_metastore.port or 0]
         updates["server"] = server.model_copy(
             update={"port": free_port(server.host, SERVER_PORT, exclude=taken)}
         )
@@ -180,7 +182,9 @@ class Stack:
         result = []
         for node in self.metastore_nodes():
             status = node.status()
-            state = "stopped" if status.pid is None else "running" if status.healthy else "unhealthy"
+            state = (
+                "stopped" if status.pid is None else "running" if status.healthy else "unhealthy"
+            )
             result.append(ComponentStatus(status.name, state, f"{status.uri} pid {status.pid}"))
         pid = self.server_process.pid()
         healthy = pid is not None and self._server_healthy()

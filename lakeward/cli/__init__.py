@@ -58,7 +58,7 @@ CovidSource = Annotated[
 
 
 def _settings(
-    data_dir: Path | None, config: Path | None = None, **overrides: Any
+    data_dir: Path | None, config: Path | None = None, overrides: dict[str, Any] | None = None
 ) -> Settings:
     return load_settings(data_dir=data_dir, config_file=config, overrides=overrides)
 
@@ -80,7 +80,7 @@ def up(
     from lakeward.progress import RichProgress
     from lakeward.stack import Stack
 
-    settings = _settings(data_dir, config, **{"covid.source": covid_source})
+    settings = _settings(data_dir, config, overrides={"covid.source": covid_source})
     with RichProgress() as progress:
         outputs = Stack(settings, progress).up(reload=reload)
     _print_pairs(outputs)
@@ -129,7 +129,7 @@ def serve(
     from lakeward.http import create_app
     from lakeward.stack import SERVER_PORT
 
-    settings = _settings(data_dir, **{"server.host": host, "server.port": port})
+    settings = _settings(data_dir, overrides={"server.host": host, "server.port": port})
     uvicorn.run(
         create_app(settings),
         host=settings.server.host,
@@ -144,7 +144,7 @@ def etl_covid(data_dir: DataDir = None, covid_source: CovidSource = None) -> Non
     from lakeward.ingest.covid import CovidEtl
     from lakeward.progress import RichProgress
 
-    settings = _settings(data_dir, **{"covid.source": covid_source})
+    settings = _settings(data_dir, overrides={"covid.source": covid_source})
     with RichProgress() as progress:
         report = CovidEtl(settings, progress).run()
     table = Table("measure", "rows", "loaded", "quarantined", "no lat/long", "output rows")

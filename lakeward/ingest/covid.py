@@ -173,9 +173,7 @@ class CovidEtl:
                             raw_uri=info.uri,
                             size=info.size,
                             sha256=info.sha256 or "",
-                            bad_date_columns=[
-                                c.header for c in headers[measure.name].bad_columns
-                            ],
+                            bad_date_columns=[c.header for c in headers[measure.name].bad_columns],
                         )
                     )
                     step.advance()

@@ -53,7 +53,7 @@ def table_schemas() -> dict[str, list[tuple[str, str, str]]]:
         m.table: [
             *LOCATION,
             (m.name, "bigint", f"cumulative {m.name}" + _untracked_note(m)),
-            (m.new_column, "bigint", f"change since the previous day; null on the first day"),
+            (m.new_column, "bigint", "change since the previous day; null on the first day"),
         ]
         for m in MEASURES
     }
@@ -94,7 +94,9 @@ def _strict_double(field: Col, name: str, limit: float) -> tuple[Col, Col]:
     """The value (null when empty) and, when it is not a number in range, why."""
     value = F.when(field == "", F.lit(None)).otherwise(field.cast("double"))
     bad = (field != "") & (value.isNull() | (F.abs(value) > limit))
-    reason = F.concat(F.lit(f"{name} '"), field, F.lit(f"' is not a number between -{limit:g} and {limit:g}"))
+    reason = F.concat(
+        F.lit(f"{name} '"), field, F.lit(f"' is not a number between -{limit:g} and {limit:g}")
+    )
     return value, F.when(bad, reason)
 
 
@@ -114,7 +116,9 @@ def parse_lines(spark: SparkSession, uri: str, header: Header, measure: Measure)
         .withColumn("_rid", F.monotonically_increasing_id())
     )
     # Line 1 is the header: the first row of the split that starts the file.
-    lines = lines.where(~((F.col("_block") == 0) & (F.col("_rid").bitwiseAND(_ROW_INDEX_BITS) == 0)))
+    lines = lines.where(
+        ~((F.col("_block") == 0) & (F.col("_rid").bitwiseAND(_ROW_INDEX_BITS) == 0))
+    )
 
     value = F.col("value")
     prefix = F.regexp_extract(value, _PREFIX, 1)
@@ -140,16 +144,18 @@ def parse_lines(spark: SparkSession, uri: str, header: Header, measure: Measure)
     )  # fmt: skip
 
     n_fields = F.size(F.split(F.regexp_replace(value, '"(?:[^"]|"")*"', "x"), ",", -1))
+    wrong_count = F.lit(f" fields, the header has {n_dates + 4}")
     reason = (
-        F.when(prefix == "", F.concat(F.lit("has "), n_fields.cast("string"),
-                                      F.lit(f" fields, the header has {n_dates + 4}")))
-        .when(F.size(values) != n_dates, F.concat(F.lit("has "), (F.size(values) + 4).cast("string"),
-                                                 F.lit(f" fields, the header has {n_dates + 4}")))
+        F.when(prefix == "", F.concat(F.lit("has "), n_fields.cast("string"), wrong_count))
+        .when(
+            F.size(values) != n_dates,
+            F.concat(F.lit("has "), (F.size(values) + 4).cast("string"), wrong_count),
+        )
         .when(country.isNull(), F.lit("Country/Region is empty"))
         .when(lat_bad.isNotNull(), lat_bad)
         .when(lon_bad.isNotNull(), lon_bad)
         .when(~counts_ok, count_reason)
-    )  # fmt: skip
+    )
     column = (
         F.when((prefix == "") | (F.size(values) != n_dates), F.lit(None))
         .when(country.isNull(), F.lit("Country/Region"))
@@ -159,8 +165,12 @@ def parse_lines(spark: SparkSession, uri: str, header: Header, measure: Measure)
     )
 
     good_lit = _literal_array(good_mask)
-    kept = values if all(good_mask) else F.filter(values, lambda _x, i: F.element_at(good_lit, i + 1))
-    n_tracked = sum(1 for d in header.good_dates if measure.tracked_until is None or d <= measure.tracked_until)
+    kept = (
+        values if all(good_mask) else F.filter(values, lambda _x, i: F.element_at(good_lit, i + 1))
+    )
+    n_tracked = sum(
+        1 for d in header.good_dates if measure.tracked_until is None or d <= measure.tracked_until
+    )
     if n_tracked == len(header.good_dates):
         counts = kept.cast("array<bigint>")
     else:
@@ -180,9 +190,7 @@ def parse_lines(spark: SparkSession, uri: str, header: Header, measure: Measure)
 def _unchecked_flags(values: Col, checked: list[bool]) -> Col:
     """Per value: true where a checked column does not hold a whole non-negative number."""
     mask = _literal_array(checked)
-    return F.transform(
-        values, lambda x, i: F.element_at(mask, i + 1) & ~x.rlike(f"^{_COUNT}$")
-    )
+    return F.transform(values, lambda x, i: F.element_at(mask, i + 1) & ~x.rlike(f"^{_COUNT}$"))
 
 
 def parse_stats(parsed: DataFrame) -> dict[str, int]:
@@ -200,6 +208,7 @@ def parse_stats(parsed: DataFrame) -> dict[str, int]:
 
 def _literal_array(items: list[Any]) -> Col:
     """An array literal, built in one call: thousands of F.lit calls cost seconds."""
+
     def sql(item: Any) -> str:
         if item is None:
             return "NULL"
@@ -219,9 +228,7 @@ def _dates(dates: list[date]) -> Col:
 
 
 def _with_daily_change(counts: Col) -> Col:
-    return F.transform(
-        counts, lambda x, i: F.when(i > 0, x - F.element_at(counts, i))
-    )
+    return F.transform(counts, lambda x, i: F.when(i > 0, x - F.element_at(counts, i)))
 
 
 def measure_rows(parsed: DataFrame, header: Header, measure: Measure) -> DataFrame:
@@ -232,12 +239,14 @@ def measure_rows(parsed: DataFrame, header: Header, measure: Measure) -> DataFra
         F.col("_counts").alias(measure.name),
         _with_daily_change(F.col("_counts")).alias(measure.new_column),
     )
-    return good.select(
-        "province_state", "country", "lat", "lon", F.inline(zipped)
-    ).select([name for name, _t, _c in table_schemas()[measure.table]])
+    return good.select("province_state", "country", "lat", "lon", F.inline(zipped)).select(
+        [name for name, _t, _c in table_schemas()[measure.table]]
+    )
 
 
-def _locations(parsed: dict[str, DataFrame], headers: dict[str, Header]) -> tuple[DataFrame, list[Any]]:
+def _locations(
+    parsed: dict[str, DataFrame], headers: dict[str, Header]
+) -> tuple[DataFrame, list[date]]:
     """Locations of all measures joined, their counts aligned on the union of the dates."""
     all_dates = sorted({d for h in headers.values() for d in h.good_dates})
     joined: DataFrame | None = None
@@ -247,7 +256,9 @@ def _locations(parsed: dict[str, DataFrame], headers: dict[str, Header]) -> tupl
         if dates != all_dates:
             index = {d: i + 1 for i, d in enumerate(dates)}
             where = _literal_array([index.get(d) for d in all_dates]).cast("array<int>")
-            counts = F.transform(where, lambda i: F.when(i.isNotNull(), F.element_at(counts, i)))
+            counts = F.transform(
+                where, lambda i: F.when(i.isNotNull(), F.element_at(F.col("_counts"), i))
+            )
         frame = parsed[measure.name].where(F.col("_reason").isNull()).select(
             "province_state", "country",
             F.col("lat").alias(f"_lat_{measure.name}"), F.col("lon").alias(f"_lon_{measure.name}"),
@@ -260,7 +271,9 @@ def _locations(parsed: dict[str, DataFrame], headers: dict[str, Header]) -> tupl
                 joined["country"] == frame["country"]
             )
             joined = joined.join(frame, on, "full_outer").select(
-                F.coalesce(joined["province_state"], frame["province_state"]).alias("province_state"),
+                F.coalesce(joined["province_state"], frame["province_state"]).alias(
+                    "province_state"
+                ),
                 F.coalesce(joined["country"], frame["country"]).alias("country"),
                 *(c for c in joined.columns if c not in ("province_state", "country")),
                 *(c for c in frame.columns if c not in ("province_state", "country")),

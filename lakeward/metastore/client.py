@@ -10,7 +10,6 @@ table, already exists) are not retried.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -125,7 +124,7 @@ class MetastoreClient:
                 try:
                     client = self._client or self._connect()
                     return operation(client)
-                except (TTransport.TTransportException, OSError, socket.timeout, EOFError) as exc:
+                except (TimeoutError, TTransport.TTransportException, OSError, EOFError) as exc:
                     host, port = self.addresses[self._current]
                     failures.append(f"{host}:{port}: {exc}")
                     self.close()

@@ -8,6 +8,7 @@ underscore methods and never see an invalid key.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -232,7 +233,7 @@ class Storage(ABC):
             count += 1
         return count
 
-    def keys(self, bucket: str, prefix: str = "") -> list[str]:
+    def keys(self, bucket: str, prefix: str = "") -> builtins.list[str]:
         """The keys under a prefix, in key order: ``list`` without sizes and eTags.
 
         Cheap on every backend (``list`` on file:// reads each file for its eTag).
@@ -241,7 +242,7 @@ class Storage(ABC):
         check_prefix(prefix)
         return self._keys(bucket, prefix)
 
-    def children(self, bucket: str, prefix: str) -> list[str]:
+    def children(self, bucket: str, prefix: str) -> builtins.list[str]:
         """The names directly under a prefix ending in ``/`` (S3's CommonPrefixes)."""
         return sorted({key[len(prefix) :].split("/", 1)[0] for key in self.keys(bucket, prefix)})
 
@@ -294,7 +295,7 @@ class Storage(ABC):
     @abstractmethod
     def _list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]: ...
 
-    def _keys(self, bucket: str, prefix: str) -> list[str]:
+    def _keys(self, bucket: str, prefix: str) -> builtins.list[str]:
         return [info.key for info in self._list(bucket, prefix)]
 
     @abstractmethod

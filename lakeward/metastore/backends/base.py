@@ -20,7 +20,9 @@ SCHEMA_TOOL = "org.datanucleus.store.schema.SchemaTool"
 def metastore_jar() -> Path:
     jars = sorted(spark_jars().glob("hive-metastore-*.jar"))
     if not jars:
-        raise MetastoreError(f"no hive-metastore jar in {spark_jars()}; is pyspark installed whole?")
+        raise MetastoreError(
+            f"no hive-metastore jar in {spark_jars()}; is pyspark installed whole?"
+        )
     return jars[-1]
 
 

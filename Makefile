@@ -1,0 +1,12 @@
+# Shortcuts for ./dev.sh, which does the work (and needs nothing but bash).
+.PHONY: up test down bench install
+up:
+	./dev.sh up
+test:
+	./dev.sh test
+down:
+	./dev.sh down
+bench:
+	./dev.sh bench
+install:
+	./dev.sh install

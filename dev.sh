@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# lakeward's developer entry point. It installs what the stack needs, once
+# (a virtualenv with pinned Python packages; Java 17 and python3-venv from apt
+# when missing), then runs a task:
+#
+#   ./dev.sh up [lakeward up options]   bring the stack up and load the covid tables
+#   ./dev.sh test [pytest options]      ruff, mypy, then the whole test suite
+#   ./dev.sh down [--retain-data]       stop the stack (and delete its data)
+#   ./dev.sh bench                      run the benchmarks under bench/
+#   ./dev.sh install                    only install
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${LAKEWARD_VENV:-.venv}
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else echo "dev.sh: root is needed to run: $*" >&2; exit 1
+  fi
+}
+
+apt_updated=""
+apt_install() {
+  if [ -z "$apt_updated" ]; then
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=1
+  fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
+has_java17() {
+  local java=${JAVA_HOME:+$JAVA_HOME/bin/}java
+  "$java" -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'
+}
+
+install() {
+  if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    echo "dev.sh: lakeward needs Python 3.11 or newer (python3 is $(python3 --version 2>&1))" >&2
+    exit 1
+  fi
+  if ! has_java17; then
+    echo "dev.sh: installing Java 17 (Spark and the Hive Metastore run on it)"
+    apt_install openjdk-17-jre-headless || apt_install default-jre-headless
+  fi
+  command -v ps >/dev/null || apt_install procps  # Spark's launch scripts use ps
+  if [ ! -x "$VENV/bin/python" ]; then
+    python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
+    python3 -m venv "$VENV"
+  fi
+  local stamp="$VENV/.installed"
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+    echo "dev.sh: installing Python packages into $VENV"
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -c constraints.txt -e '.[dev]'
+    touch "$stamp"
+  fi
+}
+
+task=${1:-}
+[ $# -gt 0 ] && shift
+case "$task" in
+  install) install ;;
+  up) install; exec "$VENV/bin/lakeward" up "$@" ;;
+  down) install; exec "$VENV/bin/lakeward" down "$@" ;;
+  test)
+    install
+    "$VENV/bin/ruff" check lakeward tests bench
+    "$VENV/bin/ruff" format --check lakeward tests bench
+    "$VENV/bin/mypy"
+    exec "$VENV/bin/python" -m pytest "$@"
+    ;;
+  bench) install; for b in bench/*.py; do "$VENV/bin/python" "$b"; done ;;
+  *)
+    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
