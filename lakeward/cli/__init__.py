@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -204,15 +203,15 @@ def metastore_status(data_dir: DataDir = None) -> None:
 def main() -> None:
     try:
         code = app(standalone_mode=False)
-    except click.ClickException as exc:  # usage errors: wrong option, missing argument
-        exc.show()
-        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("aborted")
+        sys.exit(130)
+    except typer.TyperException as exc:  # usage errors: wrong option, missing argument
+        exc.show()  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", 2))
     except LakewardError as exc:
         err.print(f"[red]error:[/] {exc.message}", highlight=False)
         sys.exit(exc.exit_code)
-    except (click.Abort, KeyboardInterrupt):
-        err.print("aborted")
-        sys.exit(130)
     except Exception as exc:  # a bug: say so plainly, without a trace unless asked
         if os.environ.get("LAKEWARD_DEBUG"):
             raise
