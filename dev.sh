@@ -64,8 +64,8 @@ case "$task" in
   down) install; exec "$VENV/bin/lakeward" down "$@" ;;
   test)
     install
-    "$VENV/bin/ruff" check lakeward tests bench
-    "$VENV/bin/ruff" format --check lakeward tests bench
+    "$VENV/bin/ruff" check .
+    "$VENV/bin/ruff" format --check .
     "$VENV/bin/mypy"
     exec "$VENV/bin/python" -m pytest "$@"
     ;;

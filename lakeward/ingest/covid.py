@@ -24,17 +24,26 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, TypeVar
 
 from lakeward.config import Settings, load_settings
 from lakeward.errors import LakewardError, StackError
 from lakeward.ingest import transform
 from lakeward.ingest.fetch import fetched, first_line
-from lakeward.ingest.jhu import COMBINED_TABLE, MEASURES, QUARANTINE_TABLE, Header, parse_header
+from lakeward.ingest.jhu import (
+    COMBINED_TABLE,
+    MEASURES,
+    QUARANTINE_TABLE,
+    Header,
+    Measure,
+    parse_header,
+)
 from lakeward.metastore.client import Column, MetastoreClient, TableInfo
 from lakeward.metastore.node import metastore_uris
 from lakeward.progress import Progress
@@ -43,6 +52,8 @@ from lakeward.storage.paths import data_uri, hadoop_uri, warehouse_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+T = TypeVar("T")
 
 RAW_PREFIX = "covid_data/csv"
 PARQUET_PREFIX = "covid_data/parquet"
@@ -182,22 +193,24 @@ class CovidEtl:
     def _parse(
         self, spark: SparkSession, headers: dict[str, Header], reports: list[MeasureReport]
     ) -> dict[str, DataFrame]:
-        parsed = {}
-        for measure, report in zip(MEASURES, reports, strict=True):
+        def parse(measure: Measure, report: MeasureReport) -> DataFrame:
+            header = headers[measure.name]
             with self.progress.spark_job(spark.sparkContext, f"parse {measure.file_name}"):
-                frame = transform.parse_lines(
-                    spark, hadoop_uri(report.raw_uri), headers[measure.name], measure
-                ).persist()
+                frame = transform.parse_lines(spark, hadoop_uri(report.raw_uri), header, measure)
+                frame = frame.persist()
                 stats = transform.parse_stats(frame)
             report.rows_read = stats["rows"]
             report.rows_loaded = stats["good"]
             report.rows_quarantined = stats["bad"]
             report.rows_without_coordinates = stats["no_coordinates"]
-            header = headers[measure.name]
             report.output_rows = stats["good"] * len(header.good_dates)
             report.untracked_values = stats["good"] * transform.untracked_columns(header, measure)
-            parsed[measure.name] = frame
-        return parsed
+            return frame
+
+        frames = _concurrently(
+            [partial(parse, m, r) for m, r in zip(MEASURES, reports, strict=True)]
+        )
+        return {m.name: frame for m, frame in zip(MEASURES, frames, strict=True)}
 
     def _write(
         self,
@@ -207,26 +220,30 @@ class CovidEtl:
         parsed: dict[str, DataFrame],
         report: EtlReport,
     ) -> dict[str, str]:
-        locations = {}
-
-        def write(table: str, frame: DataFrame) -> None:
+        def write(table: str, frame: DataFrame) -> str:
             location = hadoop_uri(data_uri(self.settings, f"{PARQUET_PREFIX}/{table}/v{run_id}"))
             with self.progress.spark_job(spark.sparkContext, f"write {table}"):
                 frame.write.mode("errorifexists").parquet(location)
-            locations[table] = location
+            return location
 
-        for measure in MEASURES:
-            rows = transform.measure_rows(parsed[measure.name], headers[measure.name], measure)
-            write(measure.table, rows)
-        write(COMBINED_TABLE, transform.combined_rows(parsed, headers))
-        report.combined_rows = transform.combined_row_count(parsed, headers)
-
-        quarantine = transform.quarantine_rows(spark, run_id, parsed, headers, report.measures)
-        write(QUARANTINE_TABLE, quarantine)
+        frames = {
+            **{
+                m.table: transform.measure_rows(parsed[m.name], headers[m.name], m)
+                for m in MEASURES
+            },
+            COMBINED_TABLE: transform.combined_rows(parsed, headers),
+            QUARANTINE_TABLE: transform.quarantine_rows(
+                spark, run_id, parsed, headers, report.measures
+            ),
+        }
+        jobs: list[Callable[[], object]] = [partial(write, t, f) for t, f in frames.items()]
+        jobs.append(partial(transform.combined_row_count, parsed, headers))
+        *written, combined_rows = _concurrently(jobs)
+        report.combined_rows = int(str(combined_rows))
         report.quarantined = sum(r.rows_quarantined for r in report.measures) + sum(
             len(h.bad_columns) for h in headers.values()
         )
-        return locations
+        return {table: str(location) for table, location in zip(frames, written, strict=True)}
 
     def _register(
         self, metastore: MetastoreClient, locations: dict[str, str], run_id: str
@@ -291,6 +308,13 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     print(report.to_json())
     return 0
+
+
+def _concurrently(jobs: list[Callable[[], T]]) -> list[T]:
+    """Run Spark actions side by side: each is small next to Spark's per-job
+    overhead, so running them together keeps every core busy."""
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="etl") as pool:
+        return list(pool.map(lambda job: job(), jobs))
 
 
 def _version_of(location: str) -> str:
