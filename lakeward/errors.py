@@ -12,7 +12,11 @@ code the CLI ends with. Nothing else should reach a user as a stack trace.
     │   └── TableNotFound
     ├── JavaError            Java is missing or too old
     ├── StackError           the stack's processes (start, stop, ports, pid files)
-    └── InputError           input data does not have the expected layout
+    ├── InputError           input data does not have the expected layout
+    ├── InvalidRequest       a request refused as malformed or not allowed
+    ├── ResourceNotFound     a catalog, database, table, query or workgroup that is not there
+    ├── AccessDenied         the caller may not do this
+    └── TooManyRequests      over a limit; try again later
 """
 
 from __future__ import annotations
@@ -64,3 +68,21 @@ class StackError(LakewardError):
 class InputError(LakewardError):
     http_status = 400
     exit_code = 4
+
+
+class InvalidRequest(LakewardError):
+    """A request the service refuses as malformed or not allowed (Athena's InvalidRequestException)."""
+
+    http_status = 400
+
+
+class ResourceNotFound(LakewardError):
+    http_status = 404
+
+
+class AccessDenied(LakewardError):
+    http_status = 403
+
+
+class TooManyRequests(LakewardError):
+    http_status = 429

@@ -1,0 +1,1 @@
+"""The Athena-style SQL service: catalogs over the metastore, engines, query executions."""

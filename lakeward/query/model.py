@@ -1,0 +1,131 @@
+"""The SQL service's records, shaped after Athena's API so the HTTP layer only renames.
+
+Times are UTC datetimes; byte counts and milliseconds are ints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class QueryState(StrEnum):
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def done(self) -> bool:
+        return self in (QueryState.SUCCEEDED, QueryState.FAILED, QueryState.CANCELLED)
+
+
+class StatementType(StrEnum):
+    DML = "DML"  # SELECT, WITH
+    DDL = "DDL"
+    UTILITY = "UTILITY"  # SHOW, DESCRIBE, EXPLAIN
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """One result column, as Athena's ``ResultSetMetadata.ColumnInfo`` describes it."""
+
+    name: str
+    type: str  # Athena type name: varchar, bigint, integer, double, boolean, date, timestamp,
+    # decimal, array, map, row, ...
+    precision: int = 0
+    scale: int = 0
+    nullable: str = "UNKNOWN"  # NOT_NULL | NULLABLE | UNKNOWN
+    catalog: str = "hive"
+    schema: str = ""
+    table: str = ""
+    case_sensitive: bool = False
+
+
+@dataclass
+class QueryStatistics:
+    engine_execution_ms: int = 0
+    data_scanned_bytes: int = 0
+    total_execution_ms: int = 0
+    queue_ms: int = 0
+    planning_ms: int = 0
+    service_processing_ms: int = 0
+    result_reused: bool = False
+
+
+@dataclass
+class QueryExecution:
+    id: str
+    query: str
+    statement_type: StatementType
+    workgroup: str
+    catalog: str
+    database: str
+    output_location: str  # <location>/<id>.csv
+    state: QueryState
+    submitted: datetime
+    state_change_reason: str | None = None
+    completed: datetime | None = None
+    statistics: QueryStatistics = field(default_factory=QueryStatistics)
+    engine: str = "duckdb"
+    client_request_token: str | None = None
+
+
+@dataclass(frozen=True)
+class ResultPage:
+    """One page of a result; ``rows`` holds strings (None for NULL), labels row included."""
+
+    columns: list[ColumnInfo]
+    rows: list[list[str | None]]
+    next_token: str | None = None
+    update_count: int = 0
+
+
+@dataclass(frozen=True)
+class DataCatalog:
+    name: str
+    type: str  # HIVE (lakeward also lists its own as HIVE)
+    description: str = ""
+    parameters: dict[str, str] = field(default_factory=dict)  # HIVE: {"metastore-uris": "..."}
+
+
+@dataclass
+class WorkGroup:
+    name: str
+    description: str = ""
+    state: str = "ENABLED"
+    output_location: str | None = None  # lake URI; None: <data bucket>/query-results/<name>/
+    enforce_configuration: bool = True
+    bytes_scanned_cutoff: int | None = None
+    engine: str = "duckdb"  # duckdb | spark
+    timeout_seconds: float = 1800.0
+    max_concurrent: int = 4
+    created: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    id: str
+    name: str
+    database: str
+    query: str
+    workgroup: str = "primary"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table a statement reads: catalog.database.table, lower-cased as Hive stores them."""
+
+    catalog: str
+    database: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.catalog}.{self.database}.{self.table}"
+
+
+JsonDict = dict[str, Any]
