@@ -71,7 +71,7 @@ class InputError(LakewardError):
 
 
 class InvalidRequest(LakewardError):
-    """A request the service refuses as malformed or not allowed (Athena's InvalidRequestException)."""
+    """A request refused as malformed or not allowed (Athena's InvalidRequestException)."""
 
     http_status = 400
 

@@ -56,5 +56,5 @@ class Engine(ABC):
     def interrupt(self, execution_id: str) -> None:
         """Stop a running execution (its ``execute`` or batches raise)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - most engines hold nothing to release
         """Release the engine's resources."""
