@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import sys
@@ -61,10 +62,21 @@ def write_state(settings: Settings, outputs: dict[str, str] | None = None) -> No
     tmp.replace(path)
 
 
-def pin_ports(settings: Settings) -> Settings:
-    """Choose the ports left open (9083 and 8950, or the next free ones) and record them."""
+def pin_settings(settings: Settings) -> Settings:
+    """Fill in what was left open and record it in the stack's state.
+
+    Ports: 9083 and 8950, or the next free ones. The API's access key pair:
+    generated once, kept in the state file (readable by its owner only).
+    """
     metastore, server = settings.metastore, settings.server
     updates: dict[str, object] = {}
+    if settings.api.access_key_id is None or settings.api.secret_access_key is None:
+        updates["api"] = settings.api.model_copy(
+            update={
+                "access_key_id": "LKW" + secrets.token_hex(8).upper(),
+                "secret_access_key": secrets.token_urlsafe(30),
+            }
+        )
     if metastore.port is None:
         updates["metastore"] = metastore.model_copy(
             update={"port": free_port(metastore.host, METASTORE_PORT)}
@@ -120,7 +132,7 @@ class Stack:
     def up(self, covid_source: str | None = None, reload: bool = False) -> dict[str, str]:
         """Start what is not running and load the covid tables if they are missing."""
         check_reachable(self.settings)
-        self.settings = pin_ports(self.settings)
+        self.settings = pin_settings(self.settings)
         storage = load_storage(self.settings)
         storage.ensure_bucket(self.settings.lake.data_bucket)
         self.start_metastore()

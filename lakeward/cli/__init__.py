@@ -163,13 +163,44 @@ def etl_covid(data_dir: DataDir = None, covid_source: CovidSource = None) -> Non
     out.print(f"run {report.run_id}: {timings}")
 
 
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help="Athena (Trino) SQL")],
+    data_dir: DataDir = None,
+    catalog: Annotated[str | None, typer.Option(help="Default catalog")] = None,
+    database: Annotated[str | None, typer.Option(help="Default database")] = None,
+    workgroup: Annotated[str | None, typer.Option(help="Workgroup [default: primary]")] = None,
+    output: Annotated[str, typer.Option(help="table, csv or json")] = "table",
+    endpoint: Annotated[
+        str | None, typer.Option(help="API endpoint [default: the stack's server]")
+    ] = None,
+) -> None:
+    """Run a query through the Athena-compatible API and print its result."""
+    from rich.status import Status
+
+    from lakeward.cli.sql import athena_client, print_result, run_query
+
+    if output not in ("table", "csv", "json"):
+        raise typer.BadParameter("must be table, csv or json", param_hint="--output")
+    client = athena_client(_settings(data_dir), endpoint)
+    with Status("running query", console=err):
+        names, rows, execution = run_query(client, sql, catalog, database, workgroup)
+    print_result(names, rows, output)
+    stats = execution.get("Statistics", {})
+    err.print(
+        f"{len(rows)} rows, {stats.get('TotalExecutionTimeInMillis', 0)} ms, "
+        f"{stats.get('DataScannedInBytes', 0):,} bytes scanned",
+        highlight=False,
+    )
+
+
 @metastore_app.command("start")
 def metastore_start(data_dir: DataDir = None, config: ConfigFile = None) -> None:
     """Start the metastore (creating its schema on first start)."""
     from lakeward.progress import RichProgress
-    from lakeward.stack import Stack, pin_ports
+    from lakeward.stack import Stack, pin_settings
 
-    settings = pin_ports(_settings(data_dir, config))
+    settings = pin_settings(_settings(data_dir, config))
     with RichProgress() as progress:
         Stack(settings, progress).start_metastore()
     out.print(f"metastore serving at {settings.metastore.host}:{settings.metastore.port}")
