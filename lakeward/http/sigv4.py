@@ -1,0 +1,259 @@
+"""AWS Signature Version 4 verification of incoming requests (the Athena API's auth).
+
+The expected signature is computed by botocore's own signer from the request as it
+arrived, so lakeward agrees byte for byte with what every AWS SDK signs. Errors are
+``AccessDenied`` with the sentences AWS answers with, so SDK users recognise them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import hmac
+import re
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import Protocol
+
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials as BotoCredentials
+
+from lakeward.errors import AccessDenied, TooManyRequests
+
+SERVICE = "athena"
+MAX_SKEW = timedelta(minutes=5)
+_AMZ_DATE = "%Y%m%dT%H%M%SZ"
+_ALGORITHM = "AWS4-HMAC-SHA256"
+_AUTH_PARAM = re.compile(r"\s*(Credential|SignedHeaders|Signature)=([^,\s]*)\s*(?:,|$)")
+_SIGNATURE = re.compile(r"[0-9a-f]{64}")
+
+MISSING_TOKEN = "Missing Authentication Token"
+INVALID_TOKEN = "The security token included in the request is invalid."
+SIGNATURE_MISMATCH = (
+    "The request signature we calculated does not match the signature you provided. "
+    "Check your AWS Secret Access Key and signing method. "
+    "Consult the service documentation for details."
+)
+
+
+class Credentials(Protocol):
+    def secret_for(self, access_key_id: str) -> str | None:
+        """The secret access key of ``access_key_id``, or None if there is no such key."""
+        ...
+
+
+class ReplayGuard:
+    """Refuses a second arrival of the same signed mutating request.
+
+    A signature is only accepted within ``MAX_SKEW`` of its request time, so it need
+    only be remembered until then; memory is bounded by ``max_entries``. When full,
+    new mutating requests are refused as throttled (SDKs retry them, re-signed) rather
+    than forgetting signatures early, which would let a replay through.
+
+    Caveat: botocore re-signs each retry, but a retry sent within the same second as
+    the failed attempt is byte-identical and is refused here like a replay.
+    """
+
+    def __init__(self, window: timedelta = MAX_SKEW, max_entries: int = 100_000) -> None:
+        self._window = window
+        self._max_entries = max_entries
+        self._expiries: list[tuple[datetime, str]] = []  # heap, soonest expiry first
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()  # handlers run on a thread pool
+
+    def check(self, signature: str, request_time: datetime, now: datetime) -> None:
+        """Remember ``signature``; raise AccessDenied if it was seen within the window."""
+        with self._lock:
+            while self._expiries and self._expiries[0][0] < now:
+                self._seen.discard(heapq.heappop(self._expiries)[1])
+            if signature in self._seen:
+                raise AccessDenied(
+                    "This request has already been received (replayed signature); "
+                    "sign each request anew."
+                )
+            if len(self._seen) >= self._max_entries:
+                raise TooManyRequests("Too many signed requests in flight; retry shortly.")
+            self._seen.add(signature)
+            heapq.heappush(self._expiries, (request_time + self._window, signature))
+
+
+def verify(
+    method: str,
+    path: str,
+    query: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    credentials: Credentials,
+    *,
+    now: datetime | None = None,
+    replay_guard: ReplayGuard | None = None,
+    mutating: bool = False,
+) -> str:
+    """Check the request's SigV4 ``Authorization`` header; return the access key id.
+
+    ``path`` is the raw (still percent-encoded) path and ``query`` the raw query
+    string, as they came over the wire. Raises AccessDenied (TooManyRequests when
+    the replay guard is full).
+    """
+    now = now or datetime.now(UTC)
+    lower = {name.lower(): value for name, value in headers.items()}
+    key_id, date, region, service, signed, given = _parse_authorization(lower.get("authorization"))
+    request_time, timestamp = _request_time(lower)
+    if date != timestamp[:8]:
+        raise AccessDenied(
+            f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
+            f"from HTTP: '{date}' != '{timestamp[:8]}', from '{timestamp}'."
+        )
+    if service != SERVICE:
+        raise AccessDenied(f"Credential should be scoped to correct service: '{SERVICE}'.")
+    _check_signed_headers(signed, lower)
+
+    secret = credentials.secret_for(key_id)
+    if secret is None:
+        raise AccessDenied(INVALID_TOKEN)
+    _check_clock(request_time, now)
+
+    # When X-Amz-Content-SHA256 is present botocore takes it as the payload hash without
+    # looking at the body; a declared hash (or UNSIGNED-PAYLOAD) that is not the body's
+    # would let a captured signature carry another body.
+    declared = lower.get("x-amz-content-sha256")
+    if declared is not None and declared != hashlib.sha256(body).hexdigest():
+        raise AccessDenied(SIGNATURE_MISMATCH)
+
+    expected = _expected_signature(
+        method, path, query, lower, body, signed, key_id, secret, region, timestamp
+    )
+    if not hmac.compare_digest(expected, given):
+        raise AccessDenied(SIGNATURE_MISMATCH)
+
+    # Only mutating requests are replay-checked: botocore (and so PyAthena) signs with
+    # one-second resolution, so two GetQueryExecution polls in the same second are
+    # byte-identical and both legitimate. A replayed read changes nothing and fetches
+    # only what the captured request was allowed to fetch.
+    if mutating and replay_guard is not None:
+        replay_guard.check(given, request_time, now)
+    return key_id
+
+
+def _parse_authorization(
+    header: str | None,
+) -> tuple[str, str, str, str, list[str], str]:
+    """(key id, date, region, service, signed header names, signature) of the header."""
+    if not header:
+        raise AccessDenied(MISSING_TOKEN)
+    algorithm, _, rest = header.strip().partition(" ")
+    if algorithm != _ALGORITHM:
+        raise AccessDenied(
+            f"{MISSING_TOKEN}: the Authorization header must use {_ALGORITHM} "
+            "(AWS Signature Version 4)."
+        )
+    params: dict[str, str] = {}
+    position = 0
+    while position < len(rest):
+        match = _AUTH_PARAM.match(rest, position)
+        if match is None or match.end() == position:
+            raise AccessDenied(f"Authorization header is malformed: {header!r}.")
+        params[match.group(1)] = match.group(2)
+        position = match.end()
+    missing = [p for p in ("Credential", "SignedHeaders", "Signature") if p not in params]
+    if missing:
+        raise AccessDenied(
+            " ".join(f"Authorization header requires '{p}' parameter." for p in missing)
+            + f" Authorization={header}"
+        )
+    scope = params["Credential"].split("/")
+    if len(scope) != 5 or not all(scope):
+        raise AccessDenied(
+            "Credential should be of the form <key id>/<date>/<region>/<service>/aws4_request,"
+            f" not '{params['Credential']}'."
+        )
+    key_id, date, region, service, terminator = scope
+    if terminator != "aws4_request":
+        raise AccessDenied(
+            f"Credential should be scoped with a valid terminator: 'aws4_request', "
+            f"not '{terminator}'."
+        )
+    if not _SIGNATURE.fullmatch(params["Signature"]):
+        raise AccessDenied(SIGNATURE_MISMATCH)
+    signed = params["SignedHeaders"].split(";")
+    return key_id, date, region, service, signed, params["Signature"]
+
+
+def _request_time(headers: Mapping[str, str]) -> tuple[datetime, str]:
+    """The request's signing time, and its SigV4 timestamp string."""
+    amz_date = headers.get("x-amz-date")
+    http_date = headers.get("date")  # SigV4 allows the HTTP Date header instead
+    if amz_date is None and http_date is None:
+        raise AccessDenied(
+            "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
+        )
+    try:
+        if amz_date is not None:
+            return datetime.strptime(amz_date, _AMZ_DATE).replace(tzinfo=UTC), amz_date
+        when = parsedate_to_datetime(http_date or "")
+    except (ValueError, TypeError):
+        raise AccessDenied(
+            f"Date must be in ISO-8601 'basic format'. Got '{amz_date or http_date}'. "
+            "See http://en.wikipedia.org/wiki/ISO_8601"
+        ) from None
+    when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    return when, when.strftime(_AMZ_DATE)
+
+
+def _check_signed_headers(signed: list[str], headers: Mapping[str, str]) -> None:
+    if signed != sorted(set(signed)) or any(name != name.lower() for name in signed):
+        raise AccessDenied("SignedHeaders must be lower-case, sorted and unique.")
+    if "host" not in signed:
+        raise AccessDenied("'Host' must be a 'SignedHeader' in the AWS Authorization.")
+    absent = [name for name in signed if name not in headers]
+    if absent:
+        raise AccessDenied(f"Signed header(s) not present in the request: {', '.join(absent)}.")
+    # The operation travels in X-Amz-Target, outside the signed body: unsigned, a captured
+    # GetQueryExecution could be resent as StopQueryExecution with the same body.
+    if "x-amz-target" in headers and "x-amz-target" not in signed:
+        raise AccessDenied("'X-Amz-Target' must be a 'SignedHeader' in the AWS Authorization.")
+
+
+def _check_clock(request_time: datetime, now: datetime) -> None:
+    fmt = _AMZ_DATE
+    if request_time < now - MAX_SKEW:
+        raise AccessDenied(
+            f"Signature expired: {request_time.strftime(fmt)} is now earlier than "
+            f"{(now - MAX_SKEW).strftime(fmt)} ({now.strftime(fmt)} - 5 min.)"
+        )
+    if request_time > now + MAX_SKEW:
+        raise AccessDenied(
+            f"Signature not yet current: {request_time.strftime(fmt)} is still later than "
+            f"{(now + MAX_SKEW).strftime(fmt)} ({now.strftime(fmt)} + 5 min.)"
+        )
+
+
+def _expected_signature(
+    method: str,
+    path: str,
+    query: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    signed: list[str],
+    key_id: str,
+    secret: str,
+    region: str,
+    timestamp: str,
+) -> str:
+    """The signature botocore would compute for this request at the request's own time."""
+    url = f"http://{headers['host']}{path}" + (f"?{query}" if query else "")
+    request = AWSRequest(
+        method=method, url=url, headers={name: headers[name] for name in signed}, data=body
+    )
+    signer = SigV4Auth(BotoCredentials(key_id, secret), SERVICE, region)
+    # add_auth() stamps the *current* clock into context["timestamp"] (and rewrites the
+    # date headers); every step below reads only context["timestamp"], so setting it to
+    # the request's time reproduces the client's computation without patching botocore's
+    # process-wide clock.
+    request.context["timestamp"] = timestamp
+    canonical = signer.canonical_request(request)
+    result: str = signer.signature(signer.string_to_sign(request, canonical), request)
+    return result
