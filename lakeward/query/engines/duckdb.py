@@ -1,0 +1,519 @@
+"""DuckDB as the SQL service's engine: one locked-down, in-process database per execution.
+
+Each execution gets a new connection whose configuration is locked before
+anything else runs on it: the memory limit, spill directory and threads of
+its ``Limits``; the tables' directories as the only files it may read; no
+other file, network or extension access; no ``SET`` afterwards. The tables are
+then views ``"<catalog>"."<database>"."<table>"`` over their data files, typed
+as the metastore declares them, and the statement (one SELECT, or EXPLAIN of
+one) runs over them.
+
+Local tables (``file:`` locations) are read by DuckDB's own Parquet reader;
+tables on S3 (``s3://``, ``s3a://``) through a pyarrow dataset registered on
+the connection, because DuckDB's httpfs extension cannot be installed offline.
+Either way DuckDB prunes partitions and pushes filters and projections down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+import duckdb
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+
+from lakeward.metastore.client import Column
+from lakeward.query.engines.base import (
+    Engine,
+    EngineResult,
+    Limits,
+    QueryCancelled,
+    QueryFailed,
+    ResolvedTable,
+)
+from lakeward.query.model import TableRef
+from lakeward.query.types import arrow_type_of_hive, athena_type_of_duckdb, duckdb_type_of_hive
+from lakeward.query.types import quote_identifier as quote
+
+if TYPE_CHECKING:
+    from lakeward.config import Settings
+
+ROWS_PER_BATCH = 65_536
+PLAN_COLUMN = "Query Plan"  # what Athena calls EXPLAIN's one column
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(ANALYZE\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
+_REINTERRUPT_SECONDS, _REINTERRUPTS = 0.25, 40
+
+
+@dataclass(frozen=True)
+class S3Options:
+    """Where S3 tables are read from: the lake's endpoint and credentials."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> S3Options:
+        lake = settings.lake
+        return cls(
+            lake.s3_endpoint_url, lake.s3_region, lake.s3_access_key_id, lake.s3_secret_access_key
+        )
+
+    def filesystem(self) -> pafs.S3FileSystem:
+        options: dict[str, Any] = {"region": self.region or "us-east-1"}
+        if self.endpoint_url:
+            parts = urlsplit(self.endpoint_url)
+            options.update(endpoint_override=parts.netloc, scheme=parts.scheme or "https")
+        if self.access_key_id:
+            options.update(access_key=self.access_key_id, secret_key=self.secret_access_key)
+        return pafs.S3FileSystem(**options)
+
+
+@dataclass(frozen=True)
+class _DataFile:
+    path: str
+    size: int
+    partition: tuple[str | None, ...]  # the partition keys' values, from its directories
+
+
+@dataclass
+class _Source:
+    """One table as an execution reads it."""
+
+    table: ResolvedTable
+    files: list[_DataFile]
+    local_dir: str | None = None  # local tables: the directory DuckDB may read
+    dataset: Any = None  # S3 tables: the pyarrow dataset their view reads
+    scan_columns: set[str] = field(default_factory=set)  # lower-cased names the files hold
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+@dataclass
+class _Run:
+    con: duckdb.DuckDBPyConnection
+    spill: Path
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    datasets: list[Any] = field(default_factory=list)  # kept alive while the views read them
+
+
+class DuckDbEngine(Engine):
+    name = "duckdb"
+    dialect = "duckdb"
+
+    def __init__(
+        self, s3: Settings | S3Options | None = None, rows_per_batch: int = ROWS_PER_BATCH
+    ) -> None:
+        self.s3 = s3 if isinstance(s3, S3Options) or s3 is None else S3Options.from_settings(s3)
+        self.rows_per_batch = rows_per_batch
+        self._runs: dict[str, _Run] = {}
+        # Reentrant: a result dropped unread closes its execution from the garbage
+        # collector, in whatever thread it runs, possibly one holding the lock.
+        self._lock = threading.RLock()
+
+    def table_name(self, ref: TableRef) -> str:
+        return f"{quote(ref.catalog)}.{quote(ref.database)}.{quote(ref.table)}"
+
+    def execute(
+        self, execution_id: str, sql: str, tables: list[ResolvedTable], limits: Limits
+    ) -> EngineResult:
+        """Run ``sql``; returns its columns and a stream of its batches.
+
+        ``bytes_scanned`` is the total size of the data files of the tables the
+        statement reads, less the files of partitions that DuckDB's plan prunes
+        (filters on partition keys). A table whose scan cannot be found in the
+        plan counts whole, so the figure never undercounts. A plain EXPLAIN
+        scans nothing.
+        """
+        run = self._open(execution_id, limits)
+        try:
+            with _errors(run, limits):
+                sources = [self._source(t) for t in {t.ref: t for t in tables}.values()]
+                _lock_down(run.con, sources)
+                _check(run)
+                explain = _checked_statement(run.con, sql)
+                for source in sources:
+                    self._create_view(run, source)
+                if explain is not None:
+                    inner = _EXPLAIN.sub("", sql)
+                    scanned = _bytes_scanned(run.con, inner, sources) if explain else 0
+                    plan = run.con.sql(sql).fetchall()
+                    self._close(execution_id, run)
+                    lines = [line for _, text in plan for line in text.splitlines()]
+                    batch = pa.record_batch([pa.array(lines, pa.string())], names=[PLAN_COLUMN])
+                    column = athena_type_of_duckdb("VARCHAR").column(PLAN_COLUMN)
+                    return EngineResult([column], iter([batch]), scanned)
+                scanned = _bytes_scanned(run.con, sql, sources)
+                relation = run.con.sql(sql)
+                columns = [
+                    athena_type_of_duckdb(str(t)).column(n)
+                    for n, t in zip(relation.columns, relation.types, strict=True)
+                ]
+                _check(run)
+                reader = relation.to_arrow_reader(self.rows_per_batch)
+                first = _next_batch(run, reader)  # execute returns once results flow
+        except BaseException:
+            self._close(execution_id, run)
+            raise
+        batches = self._stream(execution_id, run, reader, first, limits)
+        # A result dropped unread never runs the generator's cleanup: end it when collected.
+        weakref.finalize(batches, self._close, execution_id, run)
+        return EngineResult(columns, batches, scanned)
+
+    def interrupt(self, execution_id: str) -> None:
+        with self._lock:
+            run = self._runs.get(execution_id)
+        if run is not None:
+            run.cancelled.set()
+            self._interrupt_until_closed(execution_id, run, _REINTERRUPTS)
+
+    def close(self) -> None:
+        with self._lock:
+            running = list(self._runs)
+        for execution_id in running:
+            self.interrupt(execution_id)
+
+    # -- one execution -----------------------------------------------------------------------
+
+    def _open(self, execution_id: str, limits: Limits) -> _Run:
+        """A new connection with the execution's limits, registered so it can be interrupted."""
+        safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", execution_id)
+        if limits.spill_directory:
+            spill = Path(limits.spill_directory) / f"duckdb-{safe_id}"
+            spill.mkdir(parents=True, exist_ok=True)
+        else:
+            spill = Path(tempfile.mkdtemp(prefix=f"lakeward-spill-{safe_id}-"))
+        config: dict[str, str | bool | int | float | list[str]] = {
+            "memory_limit": limits.memory_limit,
+            "temp_directory": str(spill),
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "python_enable_replacements": False,  # no reading Python variables by name
+        }
+        if limits.threads:
+            config["threads"] = limits.threads
+        try:
+            run = _Run(duckdb.connect(":memory:", config=config), spill)
+        except duckdb.Error as exc:
+            shutil.rmtree(spill, ignore_errors=True)
+            raise QueryFailed(f"could not start DuckDB: {exc}") from None
+        with self._lock:
+            if execution_id in self._runs:
+                run.con.close()
+                raise QueryFailed(f"execution {execution_id} is already running")
+            self._runs[execution_id] = run
+        return run
+
+    def _stream(
+        self, execution_id: str, run: _Run, reader: Any, first: Any, limits: Limits
+    ) -> Iterator[pa.RecordBatch]:
+        try:
+            batch = first
+            while batch is not None:
+                yield batch
+                with _errors(run, limits):
+                    batch = _next_batch(run, reader)
+        finally:
+            self._close(execution_id, run)
+
+    def _close(self, execution_id: str, run: _Run) -> None:
+        with self._lock:
+            if self._runs.get(execution_id) is run:
+                del self._runs[execution_id]
+            run.con.close()
+        shutil.rmtree(run.spill, ignore_errors=True)
+
+    def _interrupt_until_closed(self, execution_id: str, run: _Run, tries: int) -> None:
+        # A statement that starts just after an interrupt does not see it, so
+        # interrupt again until the execution has ended.
+        with self._lock:
+            if self._runs.get(execution_id) is not run:
+                return
+            try:
+                run.con.interrupt()
+            except duckdb.Error:
+                return
+        if tries > 1:
+            args = (execution_id, run, tries - 1)
+            timer = threading.Timer(_REINTERRUPT_SECONDS, self._interrupt_until_closed, args)
+            timer.daemon = True
+            timer.start()
+
+    # -- tables ------------------------------------------------------------------------------
+
+    def _source(self, table: ResolvedTable) -> _Source:
+        parts = urlsplit(table.location)
+        keys = [k.name for k in table.partition_keys]
+        try:
+            if parts.scheme in ("", "file"):
+                root = os.path.realpath(unquote(parts.path))
+                return _Source(table, _list_files(pafs.LocalFileSystem(), root, keys), root)
+            if parts.scheme in ("s3", "s3a", "s3n"):
+                filesystem = (self.s3 or S3Options()).filesystem()
+                root = f"{parts.netloc}/{unquote(parts.path).strip('/')}".rstrip("/")
+                files = _list_files(filesystem, root, keys)
+                return _Source(table, files, dataset=_dataset(filesystem, root, files, table))
+        except (OSError, pa.ArrowException) as exc:
+            raise QueryFailed(f"cannot read table {table.ref} at {table.location}: {exc}") from None
+        raise QueryFailed(
+            f"table {table.ref} is at {table.location}, which the DuckDB engine cannot read "
+            "(only file:, s3: and s3a: locations)"
+        )
+
+    def _create_view(self, run: _Run, source: _Source) -> None:
+        ref, con = source.table.ref, run.con
+        try:
+            con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(ref.catalog)}")
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(ref.catalog)}.{quote(ref.database)}")
+            scan, found = self._scan(run, source), {}
+            if scan:
+                described = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+                found = {str(row[0]).lower(): str(row[1]) for row in described}
+                source.scan_columns = set(found)
+            columns = [*source.table.columns, *source.table.partition_keys]
+            select = ", ".join(_view_column(c, found) for c in columns)
+            body = f"SELECT {select} FROM {scan}" if scan else f"SELECT {select} WHERE false"
+            con.execute(f"CREATE VIEW {self.table_name(ref)} AS {body}")
+        except duckdb.InterruptException:
+            raise
+        except (duckdb.Error, pa.ArrowException, OSError) as exc:
+            location = source.table.location
+            raise QueryFailed(f"cannot read table {ref} at {location}: {exc}") from None
+
+    def _scan(self, run: _Run, source: _Source) -> str | None:
+        """The relation a table's view selects from; None for a table without files."""
+        if not source.files:
+            return None
+        if source.dataset is not None:
+            name = f"__lakeward_scan_{len(run.datasets)}"
+            run.con.register(name, source.dataset)
+            run.datasets.append(source.dataset)
+            return quote(name)
+        keys = source.table.partition_keys
+        # The files listed, not a glob: Hive's rules (no _temporary/ of a running write)
+        # and exactly the files bytes_scanned counts.
+        files = ", ".join(_literal(f.path) for f in source.files)
+        options = f"hive_partitioning = {str(bool(keys)).lower()}, union_by_name = true"
+        if keys:  # typed as declared, so that filters on them prune without casts
+            types = ", ".join(f"{_literal(k.name)}: {_literal(_duck_type(k.type))}" for k in keys)
+            options += f", hive_types = {{{types}}}"
+        return f"read_parquet([{files}], {options})"
+
+
+# -- tables' files and views ---------------------------------------------------------------------
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, sources: list[_Source]) -> None:
+    """Restrict the connection before anything else runs on it, views included.
+
+    ``allowed_directories`` match as prefixes: a trailing '/' keeps /lake/t1/
+    from also opening /lake/t10/.
+    """
+    dirs = sorted({s.local_dir.rstrip("/") + "/" for s in sources if s.local_dir})
+    con.execute("SET TimeZone = 'UTC'")  # Athena's sessions run in UTC
+    con.execute(f"SET allowed_directories = [{', '.join(map(_literal, dirs))}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _duck_type(hive_type: str) -> str:
+    try:
+        return duckdb_type_of_hive(hive_type)
+    except ValueError:
+        return "VARCHAR"
+
+
+def _view_column(column: Column, found: dict[str, str]) -> str:
+    """A metastore column in its table's view: cast only where the files differ."""
+    name = quote(column.name)
+    try:
+        wanted: str | None = duckdb_type_of_hive(column.type)
+    except ValueError:
+        wanted = None  # a type DuckDB lacks: keep what the files hold
+    held = found.get(column.name.lower())
+    if held is None:  # a column the files lack reads as NULL, as in Hive
+        return f"CAST(NULL AS {wanted or 'VARCHAR'}) AS {name}"
+    if wanted is None or held == wanted:  # no cast, so filters still reach the reader
+        return f"{name} AS {name}"
+    return f"CAST({name} AS {wanted}) AS {name}"
+
+
+def _list_files(filesystem: pafs.FileSystem, root: str, keys: list[str]) -> list[_DataFile]:
+    """The table's data files as Hive reads them: no hidden names, partitions in key order."""
+    files = []
+    selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
+    for info in filesystem.get_file_info(selector):
+        relative = info.path[len(root) :].strip("/").split("/")
+        # Hive and Spark skip these: _SUCCESS, _temporary/, .crc files, .hive-staging dirs.
+        if info.type != pafs.FileType.File or any(p.startswith(("_", ".")) for p in relative):
+            continue
+        pairs = [d.partition("=") for d in relative[:-1]] if keys else []
+        if len(pairs) != len(keys) or any(
+            k.lower() != p[0].lower() or not p[1] for k, p in zip(keys, pairs, strict=True)
+        ):
+            continue  # outside the partition directories: Hive ignores it
+        values = tuple(None if p[2] == HIVE_NULL else unquote(p[2]) for p in pairs)
+        files.append(_DataFile(info.path, info.size, values))
+    return sorted(files, key=lambda f: f.path)
+
+
+def _dataset(
+    filesystem: pafs.FileSystem, root: str, files: list[_DataFile], table: ResolvedTable
+) -> Any:
+    if not files:
+        return None
+    keys = pa.schema([(k.name, arrow_type_of_hive(k.type)) for k in table.partition_keys])
+    partitioning = pads.partitioning(keys, flavor="hive") if len(keys) else None
+    options = pads.FileSystemFactoryOptions(partition_base_dir=root, partitioning=partitioning)
+    paths = [f.path for f in files]
+    factory = pads.FileSystemDatasetFactory(filesystem, paths, pads.ParquetFileFormat(), options)
+    # Every file's schema, so that files written before a column was added still read
+    # (union_by_name, for local tables).
+    return factory.finish(factory.inspect(promote_options="permissive", fragments=None))
+
+
+# -- statements ---------------------------------------------------------------------------------
+
+
+def _checked_statement(con: duckdb.DuckDBPyConnection, sql: str) -> bool | None:
+    """None for a SELECT; for an EXPLAIN of a SELECT, whether it is EXPLAIN ANALYZE."""
+    statements = con.extract_statements(sql)
+    if len(statements) != 1:
+        raise QueryFailed("the DuckDB engine runs exactly one statement per query")
+    kind = statements[0].type
+    if kind == duckdb.StatementType.SELECT:
+        return None
+    match = _EXPLAIN.match(sql)
+    if kind == duckdb.StatementType.EXPLAIN and match:
+        inner = con.extract_statements(sql[match.end() :])
+        if len(inner) == 1 and inner[0].type == duckdb.StatementType.SELECT:
+            return bool(match.group(1))
+    raise QueryFailed(f"the DuckDB engine runs SELECT and EXPLAIN statements only, not {kind.name}")
+
+
+def _check(run: _Run) -> None:
+    if run.cancelled.is_set():
+        raise QueryCancelled("the query was cancelled")
+
+
+def _next_batch(run: _Run, reader: Any) -> pa.RecordBatch | None:
+    _check(run)
+    try:
+        return reader.read_next_batch()
+    except StopIteration:
+        return None
+
+
+@contextmanager
+def _errors(run: _Run, limits: Limits) -> Iterator[None]:
+    """DuckDB's and Arrow's errors as the lakeward errors the service reports."""
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise QueryCancelled("the query was cancelled") from None
+    except duckdb.OutOfMemoryException as exc:
+        raise QueryFailed(
+            f"the query needs more than {limits.memory_limit} of memory: {exc}"
+        ) from None
+    except duckdb.PermissionException as exc:
+        raise QueryFailed(f"not allowed: {exc}") from None
+    except (duckdb.Error, pa.ArrowException, OSError) as exc:
+        if run.cancelled.is_set():
+            raise QueryCancelled("the query was cancelled") from None
+        raise QueryFailed(str(exc)) from None
+
+
+# -- bytes scanned -----------------------------------------------------------------------------
+
+
+def _bytes_scanned(con: duckdb.DuckDBPyConnection, sql: str, sources: list[_Source]) -> int:
+    """See ``DuckDbEngine.execute``: file sizes, less the partitions the plan prunes."""
+    try:
+        plan = json.loads(con.execute(f"EXPLAIN (FORMAT json) {sql}").fetchall()[0][1])
+        scans = list(_scan_nodes(plan))
+        return sum(_scanned_of(con, source, scans) for source in sources)
+    except duckdb.InterruptException:
+        raise
+    except Exception:  # noqa: BLE001 - an estimate: never fail the query for it
+        return sum(source.size for source in sources)
+
+
+def _scan_nodes(nodes: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for node in nodes:
+        if node.get("name") == "READ_PARQUET" or "ARROW" in str(node.get("name")):
+            yield node
+        yield from _scan_nodes(node.get("children", []))
+
+
+def _scanned_of(con: duckdb.DuckDBPyConnection, source: _Source, scans: list[Any]) -> int:
+    """The bytes of a table's files that the plan's scans of it may read."""
+    if not source.table.partition_keys or not source.files:
+        return source.size
+    read: set[int] | None = None
+    for node in scans:
+        # A scan is this table's if it reads this kind of source, only columns the
+        # table's files hold, and (local tables) as many files as the table has.
+        info = node.get("extra_info", {})
+        projected = info.get("Projections") or []
+        projected = [projected] if isinstance(projected, str) else projected
+        names = {p.strip('"').lower() for p in projected}
+        total = str(info.get("Scanning Files", "")).partition("/")[2]
+        if (
+            (node["name"] == "READ_PARQUET") != (source.dataset is None)
+            or not names <= source.scan_columns
+            or (total and int(total) != len(source.files))
+        ):
+            continue
+        filters = info.get("File Filters" if source.dataset is None else "Filters") or []
+        read = (read or set()) | _files_passing(
+            con, source, [filters] if isinstance(filters, str) else filters
+        )
+    return source.size if read is None else sum(source.files[i].size for i in read)
+
+
+def _files_passing(con: duckdb.DuckDBPyConnection, source: _Source, filters: list[str]) -> set[int]:
+    """The files whose partition values pass those of ``filters`` that are on partition keys."""
+    keys = source.table.partition_keys
+    partitions: dict[tuple[str | None, ...], list[int]] = {}
+    for i, f in enumerate(source.files):
+        partitions.setdefault(f.partition, []).append(i)
+
+    def cell(value: str | None, key: Column) -> str:
+        return f"CAST({'NULL' if value is None else _literal(value)} AS {_duck_type(key.type)})"
+
+    rows = ", ".join(f"({n}, {', '.join(map(cell, v, keys))})" for n, v in enumerate(partitions))
+    names = ", ".join(["__lakeward_n", *(quote(k.name) for k in keys)])
+    passing = set(range(len(partitions)))
+    for condition in filters:
+        query = f"SELECT __lakeward_n FROM (VALUES {rows}) AS p({names}) WHERE {condition}"
+        if len(con.extract_statements(query)) != 1:
+            continue
+        try:
+            passing &= {row[0] for row in con.execute(query).fetchall()}
+        except duckdb.InterruptException:
+            raise
+        except duckdb.Error:
+            continue  # a filter on data columns: it prunes no partition
+    groups = list(partitions.values())
+    return {i for n in passing for i in groups[n]}
