@@ -8,8 +8,21 @@ from fastapi.responses import JSONResponse
 from lakeward import __version__
 from lakeward.config import Settings
 from lakeward.errors import LakewardError
+from lakeward.http.athena import athena_router
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.node import metastore_uris
+from lakeward.query.service import QueryService
+
+
+class ConfiguredKeyPair:
+    """The one access key pair of the settings, until principals have keys of their own."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._pair = (settings.api.access_key_id, settings.api.secret_access_key)
+
+    def secret_for(self, access_key_id: str) -> str | None:
+        key, secret = self._pair
+        return secret if key is not None and access_key_id == key else None
 
 
 def error_body(exc: LakewardError) -> dict[str, object]:
@@ -17,13 +30,17 @@ def error_body(exc: LakewardError) -> dict[str, object]:
     return {"error": {"type": type(exc).__name__, "message": exc.message}}
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, service: QueryService | None = None) -> FastAPI:
+    """The server's application; ``service`` defaults to one over the stack's state."""
+    service = service or QueryService(settings)
     app = FastAPI(
         title="lakeward",
         version=__version__,
         description="Self-hosted data lake: metastore, lake storage, SQL and access control.",
     )
     app.state.settings = settings
+    app.state.query_service = service
+    app.router.add_event_handler("shutdown", service.close)
 
     @app.exception_handler(LakewardError)
     async def _lakeward_error(_request: Request, exc: LakewardError) -> JSONResponse:
@@ -42,4 +59,6 @@ def create_app(settings: Settings) -> FastAPI:
                 metastore_ok = client.ping()
         return {"status": "ok", "version": __version__, "metastore": metastore_ok}
 
+    # Athena's protocol posts every operation to "/": the router must stay at the root.
+    app.include_router(athena_router(service, ConfiguredKeyPair(settings)))
     return app

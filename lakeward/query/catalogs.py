@@ -1,0 +1,161 @@
+"""Data catalogs: named Hive Metastores the SQL service reads tables from.
+
+A HIVE catalog's connector is lakeward's Thrift client (failover across the
+catalog's metastore URIs) with a metadata cache: table definitions change
+rarely and are read on every query, so they are kept for ``ttl`` seconds and
+can be invalidated explicitly (after an ETL run re-points a table).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from lakeward.errors import InvalidRequest, ResourceNotFound, TableNotFound
+from lakeward.metastore.client import MetastoreClient, TableInfo, parse_uris
+from lakeward.query.model import DataCatalog
+from lakeward.query.store import Store
+
+T = TypeVar("T")
+
+URIS_PARAMETER = "metastore-uris"
+CATALOG_TYPES = ("HIVE",)
+
+
+class HiveConnector:
+    """Metadata of one catalog, from its metastore, cached."""
+
+    def __init__(self, uris: list[str], ttl: float = 30.0) -> None:
+        self.client = MetastoreClient(uris, timeout=5.0)
+        self.ttl = ttl
+        self._cache: dict[tuple[str, ...], tuple[float, object]] = {}
+        self._lock = threading.Lock()
+
+    def _cached(self, key: tuple[str, ...], load: Callable[[], T]) -> T:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1]  # type: ignore[return-value]
+        value = load()
+        with self._lock:
+            self._cache[key] = (now, value)
+        return value
+
+    def invalidate(self, database: str | None = None, table: str | None = None) -> None:
+        """Forget cached metadata: all of it, a database's, or one table's."""
+        with self._lock:
+            if database is None:
+                self._cache.clear()
+                return
+            for key in [k for k in self._cache if len(k) > 1 and k[1] == database]:
+                if table is None or key[-1] == table:
+                    del self._cache[key]
+            self._cache.pop(("databases",), None)
+
+    def databases(self) -> list[str]:
+        return self._cached(("databases",), self.client.databases)
+
+    def tables(self, database: str) -> list[str]:
+        self.require_database(database)
+        return self._cached(("tables", database), lambda: self.client.tables(database))
+
+    def table(self, database: str, name: str) -> TableInfo:
+        self.require_database(database)
+        try:
+            return self._cached(
+                ("table", database, name), lambda: self.client.table(database, name)
+            )
+        except TableNotFound:
+            raise ResourceNotFound(f"table {database}.{name} does not exist") from None
+
+    def require_database(self, database: str) -> None:
+        if database not in self.databases():
+            raise ResourceNotFound(f"database {database} does not exist")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def matches(expression: str | None, name: str) -> bool:
+    """Athena's table-name filter: ``*`` any characters, ``|`` alternatives."""
+    if not expression:
+        return True
+    return any(fnmatch.fnmatchcase(name, p.strip().lower()) for p in expression.split("|"))
+
+
+class Catalogs:
+    """The registered catalogs and their connectors."""
+
+    def __init__(self, store: Store, ttl: float = 30.0) -> None:
+        self.store = store
+        self.ttl = ttl
+        self._connectors: dict[str, HiveConnector] = {}
+        self._lock = threading.Lock()
+
+    def all(self) -> list[DataCatalog]:
+        return self.store.catalogs()
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.all()]
+
+    def get(self, name: str) -> DataCatalog:
+        for catalog in self.all():
+            if catalog.name == name:
+                return catalog
+        raise ResourceNotFound(f"data catalog {name} does not exist")
+
+    def create(self, catalog: DataCatalog) -> None:
+        if catalog.type not in CATALOG_TYPES:
+            raise InvalidRequest(
+                f"catalog type {catalog.type} is not supported here (supported: HIVE)"
+            )
+        if (
+            not catalog.name.replace("_", "").replace("-", "").isalnum()
+            or catalog.name != catalog.name.lower()
+        ):
+            raise InvalidRequest(
+                f"catalog name {catalog.name!r}: use lower-case letters, digits, '_' and '-'"
+            )
+        uris = catalog.parameters.get(URIS_PARAMETER, "")
+        try:
+            parse_uris(uris)
+        except Exception as exc:
+            raise InvalidRequest(
+                f"catalog {catalog.name}: parameter {URIS_PARAMETER} must list metastore URIs "
+                f"like thrift://host:9083 ({exc})"
+            ) from None
+        if not self.store.put_catalog(catalog):
+            raise InvalidRequest(f"data catalog {catalog.name} already exists")
+
+    def ensure(self, catalog: DataCatalog) -> None:
+        """Create the catalog, or re-point an existing one of that name (used by ``up``)."""
+        if catalog.name in self.names():
+            self.store.delete_catalog(catalog.name)
+            self._drop_connector(catalog.name)
+        self.create(catalog)
+
+    def delete(self, name: str) -> None:
+        if not self.store.delete_catalog(name):
+            raise ResourceNotFound(f"data catalog {name} does not exist")
+        self._drop_connector(name)
+
+    def connector(self, name: str) -> HiveConnector:
+        with self._lock:
+            connector = self._connectors.get(name)
+        if connector is not None:
+            return connector
+        catalog = self.get(name)
+        uris = [u.strip() for u in catalog.parameters[URIS_PARAMETER].split(",")]
+        connector = HiveConnector(uris, ttl=self.ttl)
+        with self._lock:
+            return self._connectors.setdefault(name, connector)
+
+    def _drop_connector(self, name: str) -> None:
+        with self._lock:
+            connector = self._connectors.pop(name, None)
+        if connector is not None:
+            connector.close()

@@ -1,0 +1,85 @@
+"""Spark SQL as a query engine, for data that outgrows one machine.
+
+Spark reads the same metastore as the rest of the stack, so tables resolve by
+``database.table`` inside Spark itself; the master (local or a cluster) comes
+from the stack's settings. One long-lived session serves every query; each
+query runs in its own job group so that it can be cancelled.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakeward.config import Settings
+from lakeward.errors import InvalidRequest
+from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
+from lakeward.query.model import ColumnInfo, TableRef
+from lakeward.query.types import athena_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+class SparkEngine(Engine):
+    name = "spark"
+    dialect = "spark"
+
+    def __init__(self, settings: Settings, own_catalog: str = "demo_hive_metastore") -> None:
+        self.settings = settings
+        self.own_catalog = own_catalog
+        self._session: SparkSession | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def session(self) -> SparkSession:
+        with self._lock:
+            if self._session is None:
+                from lakeward.spark import build_session
+
+                self._session = build_session(self.settings, "lakeward-sql")
+                # A second wall behind the SQL front: no `parquet.`/path` tables.
+                self._session.conf.set("spark.sql.runSQLOnFiles", "false")
+            return self._session
+
+    def table_name(self, ref: TableRef) -> str:
+        if ref.catalog != self.own_catalog:
+            raise InvalidRequest(
+                f"the Spark engine reads the stack's own catalog ({self.own_catalog}) only, "
+                f"not {ref.catalog}; run this query in a DuckDB workgroup"
+            )
+        return f"`{ref.database}`.`{ref.table}`"
+
+    def execute(
+        self, execution_id: str, sql: str, tables: list[ResolvedTable], limits: Limits
+    ) -> EngineResult:
+        session = self.session
+        context = session.sparkContext
+        context.setJobGroup(execution_id, f"lakeward query {execution_id}", interruptOnCancel=True)
+        try:
+            frame = session.sql(sql)
+            batches: list[pa.RecordBatch] = frame._collect_as_arrow()
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        columns = [
+            ColumnInfo(name=field.name, **athena_type(field.dataType.simpleString()))
+            for field in frame.schema.fields
+        ]
+        return EngineResult(columns, _iterate(batches))
+
+    def interrupt(self, execution_id: str) -> None:
+        if self._session is not None:
+            self._session.sparkContext.cancelJobGroup(execution_id)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._session.stop()
+                self._session = None
+
+
+def _iterate(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield from batches

@@ -1,0 +1,566 @@
+"""The SQL service: asynchronous query executions over catalogs, engines and the lake.
+
+A query is checked and planned when it is started (refusals come back at
+once), then queued; a worker runs it on its workgroup's engine, writes the
+result to the lake (``<output>/<id>.csv`` and ``.csv.metadata``) and records
+the outcome. Results outlive the request that started them: a client may stop
+waiting and come back later.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from lakeward.access import authorize, catalog_arn, workgroup_arn
+from lakeward.config import Settings
+from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound, TooManyRequests
+from lakeward.metastore.client import TableInfo
+from lakeward.metastore.node import metastore_uris
+from lakeward.query import results
+from lakeward.query.catalogs import URIS_PARAMETER, Catalogs, matches
+from lakeward.query.engines import load_engine
+from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
+from lakeward.query.model import (
+    ColumnInfo,
+    DataCatalog,
+    NamedQuery,
+    QueryExecution,
+    QueryState,
+    ResultPage,
+    StatementType,
+    TableRef,
+    WorkGroup,
+)
+from lakeward.query.sql import Statement, parse_statement, to_engine_sql
+from lakeward.query.store import Store
+from lakeward.storage import Storage, load_storage
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CATALOG = "demo_hive_metastore"
+DEFAULT_WORKGROUP = "primary"
+MAX_QUERY_LENGTH = 262_144
+MAX_QUEUED = 1000
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+class _Run:
+    """What the service knows of an execution while it is queued or running."""
+
+    def __init__(self, statement: Statement, group: WorkGroup) -> None:
+        self.statement = statement
+        self.group = group
+        self.cancelled = threading.Event()
+        self.timed_out = threading.Event()
+        self.engine: Engine | None = None
+
+
+class QueryService:
+    """Implements ``lakeward.query.api.SqlApi``."""
+
+    def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
+        self.settings = settings
+        self.storage = storage or load_storage(settings)
+        self.store = Store(settings.data_dir / "query" / "service.db")
+        self.catalogs = Catalogs(self.store)
+        self._engines: dict[str, Engine] = {}
+        self._runs: dict[str, _Run] = {}
+        self._lock = threading.Lock()
+        self._slots: dict[str, threading.Semaphore] = {}
+        self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
+        self._spill = settings.data_dir / "query" / "spill"
+        self._spill.mkdir(parents=True, exist_ok=True)
+        self._bootstrap()
+
+    def _bootstrap(self) -> None:
+        if DEFAULT_WORKGROUP not in {g.name for g in self.store.workgroups()}:
+            self.store.put_workgroup(
+                WorkGroup(
+                    name=DEFAULT_WORKGROUP, created=_now(), description="The default workgroup"
+                )
+            )
+        if self.settings.metastore.port is not None:
+            self.catalogs.ensure(
+                DataCatalog(
+                    DEFAULT_CATALOG,
+                    "HIVE",
+                    "The stack's own Hive Metastore",
+                    {URIS_PARAMETER: ",".join(metastore_uris(self.settings))},
+                )
+            )
+        for stale in self.store.interrupted_executions():
+            stale.state = QueryState.FAILED
+            stale.state_change_reason = "the service restarted while the query was running"
+            stale.completed = _now()
+            self.store.save_execution(stale)
+
+    def close(self) -> None:
+        for execution_id in list(self._runs):
+            self.stop_query_execution(execution_id)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        for engine in self._engines.values():
+            engine.close()
+
+    def engine(self, name: str) -> Engine:
+        with self._lock:
+            if name not in self._engines:
+                self._engines[name] = load_engine(name, self.settings)
+            return self._engines[name]
+
+    # -- executions ---------------------------------------------------------
+
+    def start_query_execution(
+        self,
+        query: str,
+        *,
+        catalog: str | None = None,
+        database: str | None = None,
+        workgroup: str | None = None,
+        output_location: str | None = None,
+        client_request_token: str | None = None,
+        reuse_max_age_minutes: int | None = None,
+        execution_parameters: list[str] | None = None,
+        principal: str = "anonymous",
+    ) -> str:
+        if client_request_token:
+            known = self.store.execution_by_token(client_request_token)
+            if known is not None:
+                return known.id
+        if not query.strip():
+            raise InvalidRequest("QueryString is empty")
+        if len(query) > MAX_QUERY_LENGTH:
+            raise InvalidRequest(f"QueryString is longer than {MAX_QUERY_LENGTH} characters")
+        if execution_parameters:
+            raise InvalidRequest(
+                "ExecutionParameters are not supported; put the values in the query"
+            )
+        group = self.get_work_group(workgroup or DEFAULT_WORKGROUP)
+        if group.state != "ENABLED":
+            raise InvalidRequest(f"workgroup {group.name} is disabled")
+        catalog = (catalog or DEFAULT_CATALOG).lower()
+        database = (database or "default").lower()
+        try:
+            statement = parse_statement(
+                query,
+                default_catalog=catalog,
+                default_database=database,
+                catalogs=self.catalogs.names(),
+            )
+        except InvalidRequest as refused:
+            log.warning("refused a query from %s: %s: %r", principal, refused, query[:500])
+            raise
+        authorize(principal, "athena:StartQueryExecution", workgroup_arn(group.name))
+        for used in {ref.catalog for ref in statement.tables} | {catalog}:
+            authorize(principal, "lakeward:UseCatalog", catalog_arn(used))
+        location = self._output_location(group, output_location)
+        submitted = _now()
+        execution = QueryExecution(
+            id=str(uuid.uuid4()),
+            query=query,
+            statement_type=statement.statement_type,
+            workgroup=group.name,
+            catalog=catalog,
+            database=database,
+            output_location="",
+            state=QueryState.QUEUED,
+            submitted=submitted,
+            engine=group.engine,
+            client_request_token=client_request_token,
+        )
+        execution.output_location = f"{location}/{execution.id}.csv"
+        reused = self._reusable(execution, reuse_max_age_minutes)
+        if reused is not None:
+            execution.output_location = reused.output_location
+            execution.state = QueryState.SUCCEEDED
+            execution.completed = _now()
+            execution.statistics = replace(
+                reused.statistics,
+                result_reused=True,
+                total_execution_ms=_ms(time.time() - submitted.timestamp()),
+            )
+            self.store.add_execution(execution)
+            log.info("query %s reuses the result of %s", execution.id, reused.id)
+            return execution.id
+        with self._lock:
+            if len(self._runs) >= MAX_QUEUED:
+                raise TooManyRequests(f"more than {MAX_QUEUED} queries are queued; retry later")
+            self._runs[execution.id] = _Run(statement, group)
+        self.store.add_execution(execution)
+        log.info("query %s started by %s: %s", execution.id, principal, query[:200])
+        self._pool.submit(self._execute, execution)
+        return execution.id
+
+    def _output_location(self, group: WorkGroup, requested: str | None) -> str:
+        default = (
+            f"{self.settings.lake_root}/{self.settings.lake.data_bucket}/query-results/{group.name}"
+        )
+        if group.enforce_configuration or not requested:
+            return (group.output_location or default).rstrip("/")
+        requested = requested.rstrip("/")
+        if not requested.startswith(self.settings.lake_root + "/"):
+            raise InvalidRequest(
+                f"OutputLocation {requested} is not in the lake ({self.settings.lake_root})"
+            )
+        return requested
+
+    def _reusable(self, execution: QueryExecution, max_age: int | None) -> QueryExecution | None:
+        if not max_age or execution.statement_type != StatementType.DML:
+            return None
+        if not 0 < max_age <= 10080:
+            raise InvalidRequest("MaxAgeInMinutes must be between 1 and 10080")
+        since = execution.submitted - timedelta(minutes=max_age)
+        return self.store.reusable(
+            execution.query, execution.catalog, execution.database, execution.workgroup, since
+        )
+
+    def _slot(self, group: WorkGroup) -> threading.Semaphore:
+        with self._lock:
+            return self._slots.setdefault(group.name, threading.Semaphore(group.max_concurrent))
+
+    def _execute(self, execution: QueryExecution) -> None:
+        run = self._runs[execution.id]
+        slot = self._slot(run.group)
+        queued_at = time.monotonic()
+        while not slot.acquire(timeout=0.2):
+            if run.cancelled.is_set():
+                self._finish(execution, QueryState.CANCELLED, "stopped by the user")
+                return
+        try:
+            execution.statistics.queue_ms = _ms(time.monotonic() - queued_at)
+            if run.cancelled.is_set():
+                self._finish(execution, QueryState.CANCELLED, "stopped by the user")
+                return
+            execution.state = QueryState.RUNNING
+            self.store.save_execution(execution)
+            timer = threading.Timer(run.group.timeout_seconds, self._time_out, (execution.id,))
+            timer.daemon = True
+            timer.start()
+            try:
+                self._run(execution, run)
+            finally:
+                timer.cancel()
+        finally:
+            slot.release()
+            with self._lock:
+                self._runs.pop(execution.id, None)
+
+    def _run(self, execution: QueryExecution, run: _Run) -> None:
+        started = time.monotonic()
+        try:
+            planning = time.monotonic()
+            result, scanned = self._result(execution, run)
+            execution.statistics.planning_ms = _ms(time.monotonic() - planning)
+            bucket, prefix = self._bucket_and_prefix(execution.output_location)
+            results.write_results(self.storage, bucket, prefix, execution.id, result)
+            execution.statistics.data_scanned_bytes = result.bytes_scanned or scanned
+        except LakewardError as exc:
+            if run.cancelled.is_set():
+                self._finish(execution, QueryState.CANCELLED, "stopped by the user")
+            elif run.timed_out.is_set():
+                self._finish(
+                    execution,
+                    QueryState.FAILED,
+                    f"timed out after {run.group.timeout_seconds:g} s (the workgroup's limit)",
+                )
+            else:
+                self._finish(execution, QueryState.FAILED, exc.message)
+            return
+        except Exception as exc:  # an engine's own error: the query fails, the service goes on
+            log.exception("query %s failed", execution.id)
+            reason = (
+                "stopped by the user" if run.cancelled.is_set() else f"{type(exc).__name__}: {exc}"
+            )
+            state = QueryState.CANCELLED if run.cancelled.is_set() else QueryState.FAILED
+            if run.timed_out.is_set():
+                state, reason = (
+                    QueryState.FAILED,
+                    f"timed out after {run.group.timeout_seconds:g} s",
+                )
+            self._finish(execution, state, reason)
+            return
+        execution.statistics.engine_execution_ms = _ms(time.monotonic() - started)
+        self._finish(execution, QueryState.SUCCEEDED, None)
+
+    def _finish(self, execution: QueryExecution, state: QueryState, reason: str | None) -> None:
+        execution.state = state
+        execution.state_change_reason = reason
+        execution.completed = _now()
+        stats = execution.statistics
+        stats.total_execution_ms = _ms((execution.completed - execution.submitted).total_seconds())
+        stats.service_processing_ms = max(
+            0, stats.total_execution_ms - stats.engine_execution_ms - stats.queue_ms
+        )
+        self.store.save_execution(execution)
+
+    def _time_out(self, execution_id: str) -> None:
+        run = self._runs.get(execution_id)
+        if run is not None:
+            run.timed_out.set()
+            if run.engine is not None:
+                run.engine.interrupt(execution_id)
+
+    def _result(self, execution: QueryExecution, run: _Run) -> tuple[EngineResult, int]:
+        statement = run.statement
+        if statement.kind in ("select", "explain"):
+            target = statement.explained if statement.kind == "explain" else statement
+            assert target is not None
+            tables = [self._resolve(ref) for ref in target.tables]
+            scanned = sum(_size_of(self.settings, t.location) for t in tables)
+            cutoff = run.group.bytes_scanned_cutoff
+            if cutoff is not None and scanned > cutoff:
+                raise InvalidRequest(
+                    f"the query would scan {scanned:,} bytes, more than the workgroup's cutoff "
+                    f"of {cutoff:,} bytes (BytesScannedCutoffPerQuery)"
+                )
+            engine = run.engine = self.engine(run.group.engine)
+            sql = to_engine_sql(target, engine.dialect, engine.table_name)
+            if statement.kind == "explain":
+                sql = f"EXPLAIN {sql}"
+            limits = Limits(memory_limit="1GB", spill_directory=str(self._spill))
+            return engine.execute(execution.id, sql, tables, limits), scanned
+        return self._metadata_result(statement), 0
+
+    def _resolve(self, ref: TableRef) -> ResolvedTable:
+        info = self.catalogs.connector(ref.catalog).table(ref.database, ref.table)
+        return ResolvedTable(ref, info.location, info.columns, info.partition_keys)
+
+    def _metadata_result(self, statement: Statement) -> EngineResult:
+        """SHOW and DESCRIBE answer from the catalogs, without an engine."""
+        if statement.kind == "show_catalogs":
+            rows, name = [c.name for c in self.catalogs.all()], "catalog"
+            return _one_column(name, sorted(r for r in rows if matches(statement.like, r)))
+        if statement.kind == "show_databases":
+            names = self.list_databases(statement.catalog or DEFAULT_CATALOG)
+            return _one_column("database_name", [n for n in names if _like(statement.like, n)])
+        if statement.kind == "show_tables":
+            connector = self.catalogs.connector(statement.catalog or DEFAULT_CATALOG)
+            names = connector.tables(statement.database or "default")
+            return _one_column("tab_name", sorted(n for n in names if _like(statement.like, n)))
+        assert statement.table is not None
+        info = self.get_table_metadata(*_parts(statement.table))
+        if statement.kind == "show_columns":
+            return _one_column("field", [c.name for c in [*info.columns, *info.partition_keys]])
+        lines = [f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.columns]
+        if info.partition_keys:
+            lines += ["", "# Partition Information", "# col_name\tdata_type\tcomment", ""]
+            lines += [
+                f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.partition_keys
+            ]
+        return _one_column("col_name", lines)
+
+    def _bucket_and_prefix(self, output_uri: str) -> tuple[str, str]:
+        relative = output_uri.removeprefix(self.settings.lake_root + "/")
+        bucket, _, key = relative.partition("/")
+        return bucket, key.rsplit("/", 1)[0] if "/" in key else ""
+
+    def get_query_execution(self, execution_id: str) -> QueryExecution:
+        execution = self.store.execution(execution_id)
+        if execution is None:
+            raise InvalidRequest(f"QueryExecution {execution_id} was not found")
+        return execution
+
+    def get_query_results(
+        self, execution_id: str, next_token: str | None = None, max_results: int = 1000
+    ) -> ResultPage:
+        execution = self.get_query_execution(execution_id)
+        if execution.state != QueryState.SUCCEEDED:
+            reason = f": {execution.state_change_reason}" if execution.state_change_reason else ""
+            raise InvalidRequest(
+                f"Query has not yet finished. Current state: {execution.state.value}{reason}"
+                if not execution.state.done
+                else f"Query did not succeed. Current state: {execution.state.value}{reason}"
+            )
+        if not 1 <= max_results <= 1000:
+            raise InvalidRequest("MaxResults must be between 1 and 1000")
+        bucket, prefix = self._bucket_and_prefix(execution.output_location)
+        result_id = execution.output_location.rsplit("/", 1)[1].removesuffix(".csv")
+        return results.read_page(
+            self.storage,
+            bucket,
+            prefix,
+            result_id,
+            next_token,
+            max_results,
+            include_header=execution.statement_type == StatementType.DML,
+        )
+
+    def stop_query_execution(self, execution_id: str) -> None:
+        self.get_query_execution(execution_id)
+        run = self._runs.get(execution_id)
+        if run is None:
+            return  # finished already: nothing to stop, as Athena says nothing either
+        run.cancelled.set()
+        if run.engine is not None:
+            run.engine.interrupt(execution_id)
+
+    def list_query_executions(
+        self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
+    ) -> tuple[list[str], str | None]:
+        offset = _offset(next_token)
+        ids = self.store.execution_ids(workgroup, offset, max_results + 1)
+        more = len(ids) > max_results
+        return ids[:max_results], _token(offset + max_results) if more else None
+
+    def batch_get_query_execution(
+        self, execution_ids: list[str]
+    ) -> tuple[list[QueryExecution], list[tuple[str, str]]]:
+        found, missing = [], []
+        for execution_id in execution_ids:
+            execution = self.store.execution(execution_id)
+            if execution is None:
+                missing.append((execution_id, "QueryExecution was not found"))
+            else:
+                found.append(execution)
+        return found, missing
+
+    # -- catalogs and metadata ----------------------------------------------
+
+    def list_data_catalogs(self) -> list[DataCatalog]:
+        return self.catalogs.all()
+
+    def get_data_catalog(self, name: str) -> DataCatalog:
+        return self.catalogs.get(name)
+
+    def create_data_catalog(self, catalog: DataCatalog) -> None:
+        self.catalogs.create(catalog)
+
+    def delete_data_catalog(self, name: str) -> None:
+        self.catalogs.delete(name)
+
+    def list_databases(self, catalog: str) -> list[str]:
+        return self.catalogs.connector(catalog).databases()
+
+    def get_database(self, catalog: str, database: str) -> str:
+        self.catalogs.connector(catalog).require_database(database)
+        return database
+
+    def list_table_metadata(
+        self, catalog: str, database: str, expression: str | None = None
+    ) -> list[TableInfo]:
+        connector = self.catalogs.connector(catalog)
+        names = [n for n in connector.tables(database) if matches(expression, n)]
+        return [connector.table(database, n) for n in sorted(names)]
+
+    def get_table_metadata(self, catalog: str, database: str, table: str) -> TableInfo:
+        return self.catalogs.connector(catalog).table(database, table)
+
+    # -- workgroups and named queries ---------------------------------------
+
+    def list_work_groups(self) -> list[WorkGroup]:
+        return self.store.workgroups()
+
+    def get_work_group(self, name: str) -> WorkGroup:
+        for group in self.store.workgroups():
+            if group.name == name:
+                return group
+        raise InvalidRequest(f"WorkGroup {name} is not found.")
+
+    def put_work_group(self, group: WorkGroup) -> None:
+        if group.engine not in ("duckdb", "spark"):
+            raise InvalidRequest(f"workgroup {group.name}: engine must be duckdb or spark")
+        self.store.put_workgroup(group)
+        with self._lock:
+            self._slots.pop(group.name, None)
+
+    def create_named_query(
+        self,
+        name: str,
+        database: str,
+        query: str,
+        workgroup: str | None = None,
+        description: str = "",
+        client_request_token: str | None = None,
+    ) -> str:
+        if len(query) > MAX_QUERY_LENGTH:
+            raise InvalidRequest(f"QueryString is longer than {MAX_QUERY_LENGTH} characters")
+        group = self.get_work_group(workgroup or DEFAULT_WORKGROUP)
+        named = NamedQuery(str(uuid.uuid4()), name, database, query, group.name, description)
+        return self.store.add_named_query(named, client_request_token)
+
+    def get_named_query(self, named_query_id: str) -> NamedQuery:
+        named = self.store.named_query(named_query_id)
+        if named is None:
+            raise InvalidRequest(f"NamedQuery {named_query_id} was not found")
+        return named
+
+    def list_named_queries(
+        self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
+    ) -> tuple[list[str], str | None]:
+        offset = _offset(next_token)
+        ids = self.store.named_query_ids(workgroup, offset, max_results + 1)
+        return ids[:max_results], _token(offset + max_results) if len(ids) > max_results else None
+
+
+def _token(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+
+
+def _offset(token: str | None) -> int:
+    if not token:
+        return 0
+    try:
+        kind, _, value = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
+        if kind != "o":
+            raise ValueError(kind)
+        return int(value)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest("NextToken is not valid") from None
+
+
+def _like(pattern: str | None, name: str) -> bool:
+    """Trino's LIKE: % any characters, _ one character."""
+    if not pattern:
+        return True
+    return matches(pattern.replace("%", "*").replace("_", "?"), name)
+
+
+def _parts(ref: TableRef) -> tuple[str, str, str]:
+    return ref.catalog, ref.database, ref.table
+
+
+def _one_column(name: str, values: list[str]) -> EngineResult:
+    table = pa.table({name: pa.array(values, pa.string())})
+    return EngineResult([ColumnInfo(name=name, type="varchar")], iter(table.to_batches()))
+
+
+def _size_of(settings: Settings, location: str) -> int:
+    """Bytes of the data files under a table location (what a full scan reads)."""
+    path = location
+    if path.startswith("file:"):
+        path = "/" + path.removeprefix("file:").lstrip("/")
+        filesystem: pafs.FileSystem = pafs.LocalFileSystem()
+    else:
+        lake = settings.lake
+        filesystem = pafs.S3FileSystem(
+            endpoint_override=lake.s3_endpoint_url,
+            region=lake.s3_region or "us-east-1",
+            access_key=lake.s3_access_key_id,
+            secret_key=lake.s3_secret_access_key,
+        )
+        path = path.split("://", 1)[1]
+    try:
+        infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
+    except (OSError, FileNotFoundError):
+        raise ResourceNotFound(f"the table's location {location} cannot be read") from None
+    return sum(
+        i.size or 0
+        for i in infos
+        if i.type == pafs.FileType.File and not i.base_name.startswith((".", "_"))
+    )

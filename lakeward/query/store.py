@@ -1,0 +1,270 @@
+"""Where the SQL service keeps its state: catalogs, workgroups, executions, named queries.
+
+A SQLite file in the data dir by default (SQLAlchemy Core, so another database
+can take its place). Results themselves live in the lake, not here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    delete,
+    event,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Engine
+
+from lakeward.query.model import (
+    DataCatalog,
+    NamedQuery,
+    QueryExecution,
+    QueryState,
+    QueryStatistics,
+    StatementType,
+    WorkGroup,
+)
+
+metadata = MetaData()
+
+catalogs = Table(
+    "data_catalogs",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("type", String(16), nullable=False),
+    Column("description", Text, nullable=False, default=""),
+    Column("parameters", Text, nullable=False, default="{}"),
+)
+
+workgroups = Table(
+    "workgroups",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("description", Text, nullable=False, default=""),
+    Column("state", String(16), nullable=False),
+    Column("output_location", Text),
+    Column("enforce_configuration", Boolean, nullable=False),
+    Column("bytes_scanned_cutoff", Integer),
+    Column("engine", String(16), nullable=False),
+    Column("timeout_seconds", Float, nullable=False),
+    Column("max_concurrent", Integer, nullable=False),
+    Column("created", DateTime(timezone=True)),
+)
+
+executions = Table(
+    "query_executions",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("query", Text, nullable=False),
+    Column("statement_type", String(16), nullable=False),
+    Column("workgroup", String(128), nullable=False, index=True),
+    Column("catalog", String(128), nullable=False),
+    Column("database", String(128), nullable=False),
+    Column("output_location", Text, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("state_change_reason", Text),
+    Column("submitted", DateTime(timezone=True), nullable=False, index=True),
+    Column("completed", DateTime(timezone=True)),
+    Column("statistics", Text, nullable=False, default="{}"),
+    Column("engine", String(16), nullable=False),
+    Column("client_request_token", String(128), unique=True),
+)
+
+named_queries = Table(
+    "named_queries",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("name", String(128), nullable=False),
+    Column("database", String(128), nullable=False),
+    Column("query", Text, nullable=False),
+    Column("workgroup", String(128), nullable=False),
+    Column("description", Text, nullable=False, default=""),
+    Column("client_request_token", String(128), unique=True),
+)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    # SQLite hands datetimes back without their zone.
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+class Store:
+    def __init__(self, url_or_path: str | Path) -> None:
+        if isinstance(url_or_path, Path):
+            url_or_path.parent.mkdir(parents=True, exist_ok=True)
+            url_or_path = f"sqlite:///{url_or_path}"
+        self.engine: Engine = create_engine(url_or_path)
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        metadata.create_all(self.engine)
+
+    # -- catalogs -----------------------------------------------------------
+
+    def catalogs(self) -> list[DataCatalog]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(catalogs).order_by(catalogs.c.name)).mappings().all()
+        return [
+            DataCatalog(r["name"], r["type"], r["description"], json.loads(r["parameters"]))
+            for r in rows
+        ]
+
+    def put_catalog(self, catalog: DataCatalog) -> bool:
+        """Insert a catalog; False if one of that name exists."""
+        with self.engine.begin() as conn:
+            if conn.execute(select(catalogs.c.name).where(catalogs.c.name == catalog.name)).first():
+                return False
+            conn.execute(
+                insert(catalogs).values(
+                    name=catalog.name,
+                    type=catalog.type,
+                    description=catalog.description,
+                    parameters=json.dumps(catalog.parameters),
+                )
+            )
+        return True
+
+    def delete_catalog(self, name: str) -> bool:
+        with self.engine.begin() as conn:
+            return conn.execute(delete(catalogs).where(catalogs.c.name == name)).rowcount > 0
+
+    # -- workgroups ---------------------------------------------------------
+
+    def workgroups(self) -> list[WorkGroup]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(workgroups).order_by(workgroups.c.name)).mappings().all()
+        return [WorkGroup(**{**r, "created": _utc(r["created"])}) for r in rows]
+
+    def put_workgroup(self, group: WorkGroup) -> None:
+        values = asdict(group)
+        with self.engine.begin() as conn:
+            conn.execute(delete(workgroups).where(workgroups.c.name == group.name))
+            conn.execute(insert(workgroups).values(**values))
+
+    # -- executions ---------------------------------------------------------
+
+    def add_execution(self, execution: QueryExecution) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(insert(executions).values(**_execution_row(execution)))
+
+    def save_execution(self, execution: QueryExecution) -> None:
+        row = _execution_row(execution)
+        with self.engine.begin() as conn:
+            conn.execute(update(executions).where(executions.c.id == execution.id).values(**row))
+
+    def execution(self, execution_id: str) -> QueryExecution | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(executions).where(executions.c.id == execution_id)).first()
+        return _execution(row._mapping) if row else None
+
+    def execution_by_token(self, token: str) -> QueryExecution | None:
+        query = select(executions).where(executions.c.client_request_token == token)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return _execution(row._mapping) if row else None
+
+    def execution_ids(self, workgroup: str | None, offset: int, limit: int) -> list[str]:
+        query = select(executions.c.id).order_by(executions.c.submitted.desc(), executions.c.id)
+        if workgroup:
+            query = query.where(executions.c.workgroup == workgroup)
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(query.offset(offset).limit(limit))]
+
+    def reusable(
+        self, query_text: str, catalog: str, database: str, workgroup: str, since: datetime
+    ) -> QueryExecution | None:
+        """The newest successful run of the same query since ``since`` that ran for itself."""
+        query = (
+            select(executions)
+            .where(
+                executions.c.query == query_text,
+                executions.c.catalog == catalog,
+                executions.c.database == database,
+                executions.c.workgroup == workgroup,
+                executions.c.state == QueryState.SUCCEEDED.value,
+                executions.c.submitted >= since,
+            )
+            .order_by(executions.c.submitted.desc())
+        )
+        with self.engine.connect() as conn:
+            for row in conn.execute(query):
+                found = _execution(row._mapping)
+                if not found.statistics.result_reused:
+                    return found
+        return None
+
+    def interrupted_executions(self) -> list[QueryExecution]:
+        unfinished = (QueryState.QUEUED.value, QueryState.RUNNING.value)
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(executions).where(executions.c.state.in_(unfinished)))
+            return [_execution(r._mapping) for r in rows]
+
+    # -- named queries ------------------------------------------------------
+
+    def add_named_query(self, named: NamedQuery, token: str | None) -> str:
+        with self.engine.begin() as conn:
+            if token:
+                query = select(named_queries.c.id).where(
+                    named_queries.c.client_request_token == token
+                )
+                existing = conn.execute(query).first()
+                if existing:
+                    return str(existing[0])
+            conn.execute(insert(named_queries).values(**asdict(named), client_request_token=token))
+        return named.id
+
+    def named_query(self, named_query_id: str) -> NamedQuery | None:
+        query = select(named_queries).where(named_queries.c.id == named_query_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        if row is None:
+            return None
+        return NamedQuery(**{k: v for k, v in row.items() if k != "client_request_token"})
+
+    def named_query_ids(self, workgroup: str | None, offset: int, limit: int) -> list[str]:
+        query = select(named_queries.c.id).order_by(named_queries.c.name, named_queries.c.id)
+        if workgroup:
+            query = query.where(named_queries.c.workgroup == workgroup)
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(query.offset(offset).limit(limit))]
+
+
+def _sqlite_pragmas(connection: Any, _record: Any) -> None:
+    cursor = connection.cursor()
+    # WAL lets the server's readers go on while a query's state is written.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()
+
+
+def _execution_row(execution: QueryExecution) -> dict[str, Any]:
+    row = asdict(execution)
+    row["statistics"] = json.dumps(asdict(execution.statistics))
+    row["state"] = execution.state.value
+    row["statement_type"] = execution.statement_type.value
+    return row
+
+
+def _execution(row: Any) -> QueryExecution:
+    values = dict(row)
+    values["statistics"] = QueryStatistics(**json.loads(values["statistics"]))
+    values["state"] = QueryState(values["state"])
+    values["statement_type"] = StatementType(values["statement_type"])
+    values["submitted"] = _utc(values["submitted"])
+    values["completed"] = _utc(values["completed"])
+    return QueryExecution(**values)

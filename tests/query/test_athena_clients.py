@@ -1,0 +1,139 @@
+"""Athena's own clients, unchanged, against the stack's server: boto3, PyAthena, the CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from lakeward.config import Settings
+from tests.helpers import lakeward
+
+pytestmark = pytest.mark.spark
+
+SEED = (
+    "SELECT * FROM demo_hive_metastore.default.covid_confirmed_cases WHERE country = 'US' "
+    "OR country = 'Italy' OR country = 'India' OR country = 'Brazil' OR country = 'Spain' "
+    "OR country = 'United Kingdom'"
+)
+COUNTRIES = {"US", "Italy", "India", "Brazil", "Spain", "United Kingdom"}
+
+
+def endpoint(stack: Settings) -> str:
+    return f"http://{stack.server.host}:{stack.server.port}"
+
+
+def credentials(stack: Settings) -> dict[str, Any]:
+    return {
+        "region_name": "us-east-1",
+        "aws_access_key_id": stack.api.access_key_id,
+        "aws_secret_access_key": stack.api.secret_access_key,
+    }
+
+
+def expected_rows(stack: Settings) -> int:
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    from lakeward.metastore import MetastoreClient
+    from lakeward.metastore.node import metastore_uris
+
+    with MetastoreClient(metastore_uris(stack)) as client:
+        location = client.table("default", "covid_confirmed_cases").location
+    table = ds.dataset(location.removeprefix("file:"), format="parquet")
+    return table.count_rows(filter=pc.field("country").isin(sorted(COUNTRIES)))
+
+
+def test_boto3_runs_the_seed_query(stack: Settings) -> None:
+    import boto3
+
+    athena = boto3.client("athena", endpoint_url=endpoint(stack), **credentials(stack))
+    assert "demo_hive_metastore" in [
+        c["CatalogName"] for c in athena.list_data_catalogs()["DataCatalogsSummary"]
+    ]
+    tables = athena.list_table_metadata(CatalogName="demo_hive_metastore", DatabaseName="default")
+    assert "covid_confirmed_cases" in [t["Name"] for t in tables["TableMetadataList"]]
+
+    started = athena.start_query_execution(
+        QueryString=SEED, ResultConfiguration={"OutputLocation": "s3://staging/"}
+    )
+    execution_id = started["QueryExecutionId"]
+    while True:
+        execution = athena.get_query_execution(QueryExecutionId=execution_id)["QueryExecution"]
+        if execution["Status"]["State"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            break
+        time.sleep(0.05)
+    assert execution["Status"]["State"] == "SUCCEEDED", execution["Status"]
+    assert execution["Statistics"]["DataScannedInBytes"] > 0
+    rows: list[list[str | None]] = []
+    for page in athena.get_paginator("get_query_results").paginate(QueryExecutionId=execution_id):
+        rows.extend([d.get("VarCharValue") for d in r["Data"]] for r in page["ResultSet"]["Rows"])
+        columns = page["ResultSet"]["ResultSetMetadata"]["ColumnInfo"]
+    assert [c["Name"] for c in columns][:2] == ["province_state", "country"]
+    assert [c["Type"] for c in columns] == [
+        "varchar",
+        "varchar",
+        "double",
+        "double",
+        "date",
+        "bigint",
+        "bigint",
+    ]
+    assert rows[0] == [c["Name"] for c in columns]
+    data = rows[1:]
+    assert len(data) == expected_rows(stack)
+    us = [r for r in data if r[1] == "US" and r[0] is None and r[4] == "2020-09-10"]
+    assert us == [[None, "US", "40.0", "-100.0", "2020-09-10", "6420040", us[0][6]]]
+
+
+def test_pyathena_cursor_and_pandas_read_sql(stack: Settings) -> None:
+    import pandas as pd
+    from pyathena import connect
+    from sqlalchemy import create_engine
+
+    options = {
+        "s3_staging_dir": "s3://staging/",
+        "endpoint_url": endpoint(stack),
+        "poll_interval": 0.05,
+        **credentials(stack),
+    }
+    cursor = connect(**options).cursor()
+    cursor.execute(SEED)
+    rows = cursor.fetchall()
+    assert len(rows) == expected_rows(stack)
+    assert {r[1] for r in rows} == COUNTRIES
+    italy = [r for r in rows if r[1] == "Italy" and str(r[4]) == "2020-09-10"]
+    assert [r[5] for r in italy] == [283_180]
+
+    url = (
+        "awsathena+rest://{aws_access_key_id}:{aws_secret_access_key}@athena.us-east-1."
+        "amazonaws.com:443/default?s3_staging_dir=s3%3A%2F%2Fstaging%2F&catalog_name="
+        "demo_hive_metastore&endpoint_url={endpoint}&poll_interval=0.05"
+    ).format(endpoint=endpoint(stack), **credentials(stack))
+    frame = pd.read_sql(SEED, create_engine(url))
+    assert len(frame) == expected_rows(stack)
+    assert (
+        int(
+            frame[
+                (frame.country == "US")
+                & (frame.province_state.isna())
+                & (frame.date.astype(str) == "2020-09-10")
+            ].confirmed.iloc[0]
+        )
+        == 6_420_040
+    )
+
+
+def test_cli_query(stack: Settings) -> None:
+    result = lakeward("query", SEED, "--output", "json", data_dir=stack.data_dir)
+    rows = json.loads(result.stdout)
+    assert len(rows) == expected_rows(stack)
+    italy = [r for r in rows if r["country"] == "Italy" and r["date"] == "2020-09-10"]
+    assert [r["confirmed"] for r in italy] == ["283180"]
+    refused = lakeward(
+        "query", "SELECT * FROM read_csv('/etc/passwd')", data_dir=stack.data_dir, check=False
+    )
+    assert refused.returncode != 0 and "InvalidRequestException" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -1,0 +1,232 @@
+"""The SQL service on the real stack: the covid tables through the metastore, DuckDB and Spark."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lakeward.config import Settings
+from lakeward.errors import InvalidRequest
+from lakeward.query.model import QueryExecution, QueryState, WorkGroup
+from lakeward.query.service import QueryService
+
+pytestmark = pytest.mark.spark
+
+SEED = (
+    "SELECT * FROM demo_hive_metastore.default.covid_confirmed_cases WHERE country = 'US' "
+    "OR country = 'Italy' OR country = 'India' OR country = 'Brazil' OR country = 'Spain' "
+    "OR country = 'United Kingdom'"
+)
+
+
+@pytest.fixture(scope="module")
+def service(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueryService]:
+    # Its own state dir, over the session stack's metastore and lake.
+    settings = stack.model_copy(update={"data_dir": tmp_path_factory.mktemp("svc")})
+    settings = settings.model_copy(
+        update={"lake": stack.lake.model_copy(update={"root": stack.lake_root})}
+    )
+    service = QueryService(settings)
+    yield service
+    service.close()
+
+
+def wait(service: QueryService, execution_id: str, timeout: float = 120) -> QueryExecution:
+    deadline = time.monotonic() + timeout
+    while True:
+        execution = service.get_query_execution(execution_id)
+        if execution.state.done:
+            return execution
+        assert time.monotonic() < deadline, execution
+        time.sleep(0.02)
+
+
+def all_rows(service: QueryService, execution_id: str) -> tuple[list[str], list[list[str | None]]]:
+    rows: list[list[str | None]] = []
+    token = None
+    while True:
+        page = service.get_query_results(execution_id, token, 1000)
+        rows.extend(page.rows)
+        token = page.next_token
+        if token is None:
+            names = [c.name for c in page.columns]
+            return names, rows
+
+
+def run(
+    service: QueryService, sql: str, **kwargs: object
+) -> tuple[list[str], list[list[str | None]]]:
+    execution = wait(service, service.start_query_execution(sql, **kwargs))  # type: ignore[arg-type]
+    assert execution.state == QueryState.SUCCEEDED, execution.state_change_reason
+    names, rows = all_rows(service, execution.id)
+    if execution.statement_type.value == "DML":
+        assert rows[0] == names  # Athena's labels row
+        rows = rows[1:]
+    return names, rows
+
+
+def test_seed_query_returns_the_countries(service: QueryService) -> None:
+    names, rows = run(service, SEED)
+    assert names == [
+        "province_state",
+        "country",
+        "lat",
+        "lon",
+        "date",
+        "confirmed",
+        "new_confirmed",
+    ]
+    by_key = {(r[1], r[4]): r for r in rows if r[0] is None}
+    assert by_key[("US", "2020-09-10")][5] == "6420040"
+    assert by_key[("Italy", "2020-09-10")][5] == "283180"
+    countries = {r[1] for r in rows}
+    assert countries == {"US", "Italy", "India", "Brazil", "Spain", "United Kingdom"}
+    assert len(rows) == len({(r[0], r[1], r[4]) for r in rows})
+    result = Path(
+        service.get_query_execution(
+            service.list_query_executions()[0][0]
+        ).output_location.removeprefix("file://")
+    )
+    assert result.is_file() and Path(str(result) + ".metadata").is_file()
+
+
+def test_show_and_describe(service: QueryService) -> None:
+    _, rows = run(service, "SHOW DATABASES")
+    assert ["default"] in rows
+    _, rows = run(service, "SHOW TABLES IN default LIKE 'covid%'")
+    assert ["covid_cases"] in rows and ["covid_deaths"] in rows
+    _, rows = run(service, "SHOW COLUMNS FROM covid_deaths")
+    assert [r[0] for r in rows] == [
+        "province_state",
+        "country",
+        "lat",
+        "lon",
+        "date",
+        "deaths",
+        "new_deaths",
+    ]
+    _, rows = run(service, "DESCRIBE demo_hive_metastore.default.covid_deaths")
+    assert rows[4][0].startswith("date\tdate")
+
+
+def test_with_join_and_aggregate(service: QueryService) -> None:
+    sql = (
+        "WITH c AS (SELECT country, date, sum(confirmed) AS confirmed FROM covid_confirmed_cases "
+        "GROUP BY country, date), d AS (SELECT country, date, sum(deaths) AS deaths "
+        "FROM default.covid_deaths GROUP BY country, date) "
+        "SELECT c.country, c.confirmed, d.deaths, round(100.0 * d.deaths / c.confirmed, 2) AS rate "
+        "FROM c JOIN d ON c.country = d.country AND c.date = d.date "
+        "WHERE c.date = date '2020-09-10' AND c.country = 'Italy'"
+    )
+    _, rows = run(service, sql)
+    assert rows == [["Italy", "283180", "35587", "12.57"]]
+
+
+def test_paging_over_more_than_3000_rows(service: QueryService) -> None:
+    execution = wait(
+        service,
+        service.start_query_execution(
+            "SELECT country, date, deaths FROM covid_deaths WHERE country = 'US' "
+            "OR country = 'Italy' OR country = 'India' ORDER BY country, date"
+        ),
+    )
+    first = service.get_query_results(execution.id, None, 1000)
+    assert len(first.rows) == 1000 and first.rows[0] == ["country", "date", "deaths"]
+    names, rows = all_rows(service, execution.id)
+    assert len(rows) == 1 + 3 * 1143
+    assert rows[1] == ["India", "2020-01-22", "0"]
+
+
+def test_refused_statements_never_run(service: QueryService) -> None:
+    for sql in (
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "ATTACH 'x.db'",
+        "SELECT 1; SELECT 2",
+        "DROP TABLE covid_deaths",
+        "SELECT * FROM nowhere_catalog.default.t",
+    ):
+        with pytest.raises(InvalidRequest):
+            service.start_query_execution(sql)
+
+
+def test_missing_table_fails_the_query_with_a_reason(service: QueryService) -> None:
+    execution = wait(service, service.start_query_execution("SELECT * FROM default.no_such_table"))
+    assert execution.state == QueryState.FAILED
+    assert "no_such_table" in (execution.state_change_reason or "")
+
+
+def test_cancel_a_running_query(service: QueryService) -> None:
+    execution_id = service.start_query_execution(
+        "SELECT count(*) FROM covid_deaths a CROSS JOIN covid_deaths b CROSS JOIN covid_deaths c"
+    )
+    deadline = time.monotonic() + 30
+    while service.get_query_execution(execution_id).state != QueryState.RUNNING:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.3)
+    service.stop_query_execution(execution_id)
+    execution = wait(service, execution_id, timeout=30)
+    assert execution.state == QueryState.CANCELLED
+    with pytest.raises(InvalidRequest, match="CANCELLED"):
+        service.get_query_results(execution_id)
+
+
+def test_workgroup_timeout_and_bytes_cutoff(service: QueryService) -> None:
+    service.put_work_group(WorkGroup(name="quick", timeout_seconds=1.0))
+    service.put_work_group(WorkGroup(name="small", bytes_scanned_cutoff=100_000))
+    slow = wait(
+        service,
+        service.start_query_execution(
+            "SELECT count(*) FROM covid_deaths a CROSS JOIN covid_deaths b "
+            "CROSS JOIN covid_deaths c",
+            workgroup="quick",
+        ),
+    )
+    assert slow.state == QueryState.FAILED and "timed out" in (slow.state_change_reason or "")
+    assert slow.statistics.total_execution_ms < 15_000
+    big = wait(
+        service,
+        service.start_query_execution("SELECT count(*) FROM covid_cases", workgroup="small"),
+    )
+    assert big.state == QueryState.FAILED
+    assert "more than the workgroup's cutoff of 100,000 bytes" in (big.state_change_reason or "")
+    small = wait(
+        service,
+        service.start_query_execution("SELECT count(*) FROM covid_quarantine", workgroup="small"),
+    )
+    assert small.state == QueryState.SUCCEEDED
+
+
+def test_result_reuse_within_max_age(service: QueryService) -> None:
+    sql = "SELECT max(deaths) FROM covid_deaths WHERE country = 'Spain'"
+    first = wait(service, service.start_query_execution(sql, reuse_max_age_minutes=60))
+    again = wait(service, service.start_query_execution(sql, reuse_max_age_minutes=60))
+    assert again.id != first.id and again.statistics.result_reused
+    assert again.output_location == first.output_location
+    assert all_rows(service, again.id) == all_rows(service, first.id)
+    fresh = wait(service, service.start_query_execution(sql))
+    assert not fresh.statistics.result_reused
+
+
+def test_client_request_token_is_idempotent(service: QueryService) -> None:
+    one = service.start_query_execution("SELECT 1", client_request_token="token-123")
+    two = service.start_query_execution("SELECT 1", client_request_token="token-123")
+    assert one == two
+
+
+def test_spark_engine_gives_the_same_results_as_duckdb(service: QueryService) -> None:
+    service.put_work_group(WorkGroup(name="big", engine="spark"))
+    queries = [
+        "SELECT country, sum(deaths) AS d FROM covid_deaths WHERE date = date '2020-12-31' "
+        "GROUP BY country ORDER BY d DESC, country LIMIT 10",
+        "SELECT count(*) AS n, sum(confirmed) AS c FROM covid_cases WHERE country = 'US'",
+        "SELECT province_state, country, lat, lon, date, recovered FROM covid_recovered "
+        "WHERE country = 'Canada' AND date = date '2021-08-04' ORDER BY province_state",
+    ]
+    for sql in queries:
+        duck = run(service, sql)
+        spark = run(service, sql, workgroup="big")
+        assert spark == duck, sql
