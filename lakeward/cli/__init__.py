@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lakeward.config import Settings, load_settings
-from lakeward.errors import LakewardError
+from lakeward.errors import LakewardError, StackError
 
 app = typer.Typer(
     help="lakeward: a self-hosted data lake (Spark ETL, Hive Metastore, Athena-style SQL).",
@@ -192,6 +192,20 @@ def query(
         f"{stats.get('DataScannedInBytes', 0):,} bytes scanned",
         highlight=False,
     )
+
+
+@app.command()
+def credentials(data_dir: DataDir = None) -> None:
+    """Print the API's access key pair as environment variables for AWS clients."""
+    settings = _settings(data_dir)
+    if settings.api.access_key_id is None:
+        raise StackError("the stack has no API credentials yet; start it with: lakeward up")
+    out.print(f"export AWS_ACCESS_KEY_ID={settings.api.access_key_id}", highlight=False)
+    out.print(f"export AWS_SECRET_ACCESS_KEY={settings.api.secret_access_key}", highlight=False)
+    out.print(f"export AWS_DEFAULT_REGION={settings.api.region}", highlight=False)
+    if settings.server.port is not None:
+        url = f"http://{settings.server.host}:{settings.server.port}"
+        out.print(f"export AWS_ENDPOINT_URL_ATHENA={url}", highlight=False)
 
 
 @metastore_app.command("start")

@@ -230,3 +230,55 @@ def test_spark_engine_gives_the_same_results_as_duckdb(service: QueryService) ->
         duck = run(service, sql)
         spark = run(service, sql, workgroup="big")
         assert spark == duck, sql
+
+
+def test_join_across_two_catalogs(service: QueryService, stack: Settings) -> None:
+    from lakeward.metastore.node import metastore_uris
+    from lakeward.query.model import DataCatalog
+
+    service.create_data_catalog(
+        DataCatalog("second_hive", "HIVE", "", {"metastore-uris": ",".join(metastore_uris(stack))})
+    )
+    with pytest.raises(InvalidRequest, match="already exists"):
+        service.create_data_catalog(
+            DataCatalog("second_hive", "HIVE", "", {"metastore-uris": "thrift://127.0.0.1:1"})
+        )
+    _, rows = run(
+        service,
+        "SELECT c.confirmed, d.deaths FROM demo_hive_metastore.default.covid_confirmed_cases c "
+        "JOIN second_hive.default.covid_deaths d ON c.country = d.country AND c.date = d.date "
+        "AND c.province_state IS NULL AND d.province_state IS NULL "
+        "WHERE c.country = 'Italy' AND c.date = date '2020-09-10'",
+    )
+    assert rows == [["283180", "35587"]]
+    service.delete_data_catalog("second_hive")
+    with pytest.raises(InvalidRequest, match="not registered"):
+        service.start_query_execution("SELECT * FROM second_hive.default.covid_deaths")
+
+
+def test_output_location_honoured_unless_the_workgroup_enforces_its_own(
+    service: QueryService,
+) -> None:
+    lake = service.settings.lake_root
+    own = f"{lake}/{service.settings.lake.data_bucket}/my-results"
+    service.put_work_group(WorkGroup(name="open", enforce_configuration=False))
+    mine = wait(service, service.start_query_execution("SELECT 1 AS x", workgroup="open",
+                                                       output_location=own))  # fmt: skip
+    assert mine.output_location == f"{own}/{mine.id}.csv"
+    assert Path(mine.output_location.removeprefix("file://")).is_file()
+    enforced = wait(service, service.start_query_execution("SELECT 1 AS x", output_location=own))
+    assert "/query-results/primary/" in enforced.output_location
+    with pytest.raises(InvalidRequest, match="not in the lake"):
+        service.start_query_execution("SELECT 1", workgroup="open", output_location="s3://else/")
+
+
+def test_concurrent_queries_beyond_the_cap_wait_in_the_queue(service: QueryService) -> None:
+    service.put_work_group(WorkGroup(name="single", max_concurrent=1))
+    slow = "SELECT count(*) FROM covid_deaths a CROSS JOIN covid_deaths b WHERE a.deaths > b.deaths"
+    first = service.start_query_execution(slow, workgroup="single")
+    second = service.start_query_execution("SELECT 2 AS y", workgroup="single")
+    time.sleep(0.5)
+    assert service.get_query_execution(second).state == QueryState.QUEUED
+    service.stop_query_execution(first)
+    done = wait(service, second)
+    assert done.state == QueryState.SUCCEEDED and done.statistics.queue_ms >= 400
