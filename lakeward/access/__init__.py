@@ -8,8 +8,18 @@ logged so that the audit trail starts now.
 from __future__ import annotations
 
 import logging
+from contextvars import ContextVar
 
 log = logging.getLogger("lakeward.audit")
+
+ROOT = "root"
+
+# Who the request being served comes from, set by the entry point (the HTTP
+# layer after authentication, the CLI): services read it instead of passing a
+# principal through every call.
+current_principal: ContextVar[str] = ContextVar("lakeward_principal", default=ROOT)
+current_request_id: ContextVar[str | None] = ContextVar("lakeward_request_id", default=None)
+current_source: ContextVar[str] = ContextVar("lakeward_source", default="cli")
 
 ARN_PREFIX = "arn:lakeward"
 

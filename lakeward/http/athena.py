@@ -25,6 +25,7 @@ from botocore.model import ServiceModel
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from lakeward.access import current_principal, current_request_id, current_source
 from lakeward.errors import (
     AccessDenied,
     InvalidRequest,
@@ -71,7 +72,15 @@ def athena_router(
             # The client signed the path as it sent it, percent-encoding included.
             path = raw_path.decode("latin-1") if raw_path else request.url.path
             result = await run_in_threadpool(
-                _handle, api, credentials, guard, request.headers, path, request.url.query, body
+                _handle,
+                api,
+                credentials,
+                guard,
+                request.headers,
+                path,
+                request.url.query,
+                body,
+                request_id,
             )
             return _respond(200, result, request_id)
         except Exception as exc:  # every failure must leave as an Athena-shaped error
@@ -101,6 +110,7 @@ def _handle(
     path: str,
     query: str,
     body: bytes,
+    request_id: str,
 ) -> JsonDict:
     target = headers.get("x-amz-target", "")
     operation = target.removeprefix(_TARGET_PREFIX) if target.startswith(_TARGET_PREFIX) else ""
@@ -108,6 +118,10 @@ def _handle(
     principal = verify(
         "POST", path, query, headers, body, credentials, replay_guard=guard, mutating=mutating
     )
+    # This call runs in its own copy of the context: what is set here is this request's.
+    current_principal.set(principal)
+    current_request_id.set(request_id)
+    current_source.set("athena-api")
     handler = _OPERATIONS.get(operation)
     if handler is None:
         raise InvalidRequest(f"Unknown operation {target!r}: expected AmazonAthena.<Operation>")
