@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from contextvars import ContextVar
+from typing import Protocol
 
 log = logging.getLogger("lakeward.audit")
 
@@ -32,6 +33,27 @@ def workgroup_arn(name: str) -> str:
     return f"{ARN_PREFIX}:athena:::workgroup/{name}"
 
 
-def authorize(principal: str, action: str, resource: str) -> None:
-    """Raise ``AccessDenied`` unless ``principal`` may do ``action`` on ``resource``."""
-    log.info("allow %s %s %s", principal, action, resource)
+def s3_arn(bucket: str, key: str = "") -> str:
+    return f"{ARN_PREFIX}:s3:::{bucket}/{key}" if key else f"{ARN_PREFIX}:s3:::{bucket}"
+
+
+class Authorizer(Protocol):
+    """The one check every service makes before acting (``AccessControl`` implements it)."""
+
+    def authorize(self, action: str, resource: str, *, principal: str | None = None) -> object:
+        """Return if allowed; raise ``AccessDenied`` naming the action and resource if not."""
+        ...
+
+    def allowed(self, action: str, resource: str, *, principal: str | None = None) -> bool: ...
+
+
+class AllowAll:
+    """For a service used as a library, without principals: allows, and logs."""
+
+    def authorize(self, action: str, resource: str, *, principal: str | None = None) -> object:
+        log.info("allow %s %s %s", principal or current_principal.get(), action, resource)
+        return None
+
+    def allowed(self, action: str, resource: str, *, principal: str | None = None) -> bool:
+        self.authorize(action, resource, principal=principal)
+        return True

@@ -21,7 +21,14 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakeward.access import authorize, catalog_arn, workgroup_arn
+from lakeward.access import (
+    AllowAll,
+    Authorizer,
+    catalog_arn,
+    current_principal,
+    s3_arn,
+    workgroup_arn,
+)
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound, TooManyRequests
 from lakeward.metastore.client import TableInfo
@@ -64,9 +71,10 @@ def _ms(seconds: float) -> int:
 class _Run:
     """What the service knows of an execution while it is queued or running."""
 
-    def __init__(self, statement: Statement, group: WorkGroup) -> None:
+    def __init__(self, statement: Statement, group: WorkGroup, principal: str) -> None:
         self.statement = statement
         self.group = group
+        self.principal = principal
         self.cancelled = threading.Event()
         self.timed_out = threading.Event()
         self.engine: Engine | None = None
@@ -75,8 +83,14 @@ class _Run:
 class QueryService:
     """Implements ``lakeward.query.api.SqlApi``."""
 
-    def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage | None = None,
+        access: Authorizer | None = None,
+    ) -> None:
         self.settings = settings
+        self.access: Authorizer = access or AllowAll()
         self.storage = storage or load_storage(settings)
         self.store = Store(settings.data_dir / "query" / "service.db")
         self.catalogs = Catalogs(self.store)
@@ -137,8 +151,9 @@ class QueryService:
         client_request_token: str | None = None,
         reuse_max_age_minutes: int | None = None,
         execution_parameters: list[str] | None = None,
-        principal: str = "anonymous",
+        principal: str | None = None,
     ) -> str:
+        principal = principal or current_principal.get()
         if client_request_token:
             known = self.store.execution_by_token(client_request_token)
             if known is not None:
@@ -166,9 +181,11 @@ class QueryService:
         except InvalidRequest as refused:
             log.warning("refused a query from %s: %s: %r", principal, refused, query[:500])
             raise
-        authorize(principal, "athena:StartQueryExecution", workgroup_arn(group.name))
-        for used in {ref.catalog for ref in statement.tables} | {catalog}:
-            authorize(principal, "lakeward:UseCatalog", catalog_arn(used))
+        self.access.authorize(
+            "athena:StartQueryExecution", workgroup_arn(group.name), principal=principal
+        )
+        for used in sorted(_catalogs_used(statement, catalog)):
+            self.access.authorize("lakeward:UseCatalog", catalog_arn(used), principal=principal)
         location = self._output_location(group, output_location)
         submitted = _now()
         execution = QueryExecution(
@@ -185,6 +202,9 @@ class QueryService:
             client_request_token=client_request_token,
         )
         execution.output_location = f"{location}/{execution.id}.csv"
+        result_arn = self._lake_arn(execution.output_location)
+        if result_arn:
+            self.access.authorize("s3:PutObject", result_arn, principal=principal)
         reused = self._reusable(execution, reuse_max_age_minutes)
         if reused is not None:
             execution.output_location = reused.output_location
@@ -201,7 +221,7 @@ class QueryService:
         with self._lock:
             if len(self._runs) >= MAX_QUEUED:
                 raise TooManyRequests(f"more than {MAX_QUEUED} queries are queued; retry later")
-            self._runs[execution.id] = _Run(statement, group)
+            self._runs[execution.id] = _Run(statement, group, principal)
         self.store.add_execution(execution)
         log.info("query %s started by %s: %s", execution.id, principal, query[:200])
         self._pool.submit(self._execute, execution)
@@ -322,6 +342,10 @@ class QueryService:
             target = statement.explained if statement.kind == "explain" else statement
             assert target is not None
             tables = [self._resolve(ref) for ref in target.tables]
+            for table in tables:
+                data_arn = self._lake_arn(table.location.rstrip("/") + "/*")
+                if data_arn:
+                    self.access.authorize("s3:GetObject", data_arn, principal=run.principal)
             scanned = sum(_size_of(self.settings, t.location) for t in tables)
             cutoff = run.group.bytes_scanned_cutoff
             if cutoff is not None and scanned > cutoff:
@@ -365,12 +389,33 @@ class QueryService:
             ]
         return _one_column("col_name", lines)
 
+    def _lake_arn(self, uri: str) -> str | None:
+        """The s3 ARN of a place in the lake (``arn:lakeward:s3:::<bucket>/<key>``).
+
+        None for a place outside this stack's lake (a table another catalog
+        keeps elsewhere): its catalog permission is what governs it then.
+        """
+        root = _plain(self.settings.lake_root)
+        plain = _plain(uri)
+        if not plain.startswith(root + "/"):
+            return None
+        bucket, _, key = plain[len(root) + 1 :].partition("/")
+        return s3_arn(bucket, key)
+
+    def _check_execution(self, execution: QueryExecution, action: str) -> None:
+        self.access.authorize(f"athena:{action}", workgroup_arn(execution.workgroup))
+
     def _bucket_and_prefix(self, output_uri: str) -> tuple[str, str]:
         relative = output_uri.removeprefix(self.settings.lake_root + "/")
         bucket, _, key = relative.partition("/")
         return bucket, key.rsplit("/", 1)[0] if "/" in key else ""
 
     def get_query_execution(self, execution_id: str) -> QueryExecution:
+        execution = self._execution(execution_id)
+        self._check_execution(execution, "GetQueryExecution")
+        return execution
+
+    def _execution(self, execution_id: str) -> QueryExecution:
         execution = self.store.execution(execution_id)
         if execution is None:
             raise InvalidRequest(f"QueryExecution {execution_id} was not found")
@@ -379,7 +424,8 @@ class QueryService:
     def get_query_results(
         self, execution_id: str, next_token: str | None = None, max_results: int = 1000
     ) -> ResultPage:
-        execution = self.get_query_execution(execution_id)
+        execution = self._execution(execution_id)
+        self._check_execution(execution, "GetQueryResults")
         if execution.state != QueryState.SUCCEEDED:
             reason = f": {execution.state_change_reason}" if execution.state_change_reason else ""
             raise InvalidRequest(
@@ -402,7 +448,7 @@ class QueryService:
         )
 
     def stop_query_execution(self, execution_id: str) -> None:
-        self.get_query_execution(execution_id)
+        self._check_execution(self._execution(execution_id), "StopQueryExecution")
         run = self._runs.get(execution_id)
         if run is None:
             return  # finished already: nothing to stop, as Athena says nothing either
@@ -413,6 +459,9 @@ class QueryService:
     def list_query_executions(
         self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
     ) -> tuple[list[str], str | None]:
+        self.access.authorize(
+            "athena:ListQueryExecutions", workgroup_arn(workgroup or DEFAULT_WORKGROUP)
+        )
         offset = _offset(next_token)
         ids = self.store.execution_ids(workgroup, offset, max_results + 1)
         more = len(ids) > max_results
@@ -426,6 +475,10 @@ class QueryService:
             execution = self.store.execution(execution_id)
             if execution is None:
                 missing.append((execution_id, "QueryExecution was not found"))
+            elif not self.access.allowed(
+                "athena:BatchGetQueryExecution", workgroup_arn(execution.workgroup)
+            ):
+                missing.append((execution_id, "not authorized to read this QueryExecution"))
             else:
                 found.append(execution)
         return found, missing
@@ -433,32 +486,44 @@ class QueryService:
     # -- catalogs and metadata ----------------------------------------------
 
     def list_data_catalogs(self) -> list[DataCatalog]:
-        return self.catalogs.all()
+        return [
+            c for c in self.catalogs.all()
+            if self.access.allowed("athena:GetDataCatalog", catalog_arn(c.name))
+        ]  # fmt: skip
 
     def get_data_catalog(self, name: str) -> DataCatalog:
+        self.access.authorize("athena:GetDataCatalog", catalog_arn(name))
         return self.catalogs.get(name)
 
     def create_data_catalog(self, catalog: DataCatalog) -> None:
+        self.access.authorize("athena:CreateDataCatalog", catalog_arn(catalog.name))
         self.catalogs.create(catalog)
 
     def delete_data_catalog(self, name: str) -> None:
+        self.access.authorize("athena:DeleteDataCatalog", catalog_arn(name))
         self.catalogs.delete(name)
 
     def list_databases(self, catalog: str) -> list[str]:
+        if not self.access.allowed("lakeward:UseCatalog", catalog_arn(catalog)):
+            return []  # a catalog one may not use shows nothing, as if empty
         return self.catalogs.connector(catalog).databases()
 
     def get_database(self, catalog: str, database: str) -> str:
+        self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
         self.catalogs.connector(catalog).require_database(database)
         return database
 
     def list_table_metadata(
         self, catalog: str, database: str, expression: str | None = None
     ) -> list[TableInfo]:
+        if not self.access.allowed("lakeward:UseCatalog", catalog_arn(catalog)):
+            return []
         connector = self.catalogs.connector(catalog)
         names = [n for n in connector.tables(database) if matches(expression, n)]
         return [connector.table(database, n) for n in sorted(names)]
 
     def get_table_metadata(self, catalog: str, database: str, table: str) -> TableInfo:
+        self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
         return self.catalogs.connector(catalog).table(database, table)
 
     # -- workgroups and named queries ---------------------------------------
@@ -506,6 +571,27 @@ class QueryService:
         offset = _offset(next_token)
         ids = self.store.named_query_ids(workgroup, offset, max_results + 1)
         return ids[:max_results], _token(offset + max_results) if len(ids) > max_results else None
+
+
+def _catalogs_used(statement: Statement, default: str) -> set[str]:
+    used = {default, *(ref.catalog for ref in statement.tables)}
+    if statement.explained is not None:
+        used |= {ref.catalog for ref in statement.explained.tables}
+    if statement.catalog:
+        used.add(statement.catalog)
+    if statement.table is not None:
+        used.add(statement.table.catalog)
+    return used
+
+
+def _plain(uri: str) -> str:
+    """A lake URI without its scheme's spelling: file:/x, file:///x, s3a://b, s3://b."""
+    for prefix in ("file://", "file:", "s3a://", "s3://"):
+        if uri.startswith(prefix):
+            return (
+                uri[len(prefix) :].lstrip("/") if prefix.startswith("file") else uri[len(prefix) :]
+            )
+    return uri
 
 
 def _token(offset: int) -> str:
