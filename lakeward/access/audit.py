@@ -1,0 +1,389 @@
+"""The audit log: every authorization decision, append-only and hash-chained.
+
+Three layers keep the log from being rewritten through lakeward:
+
+- lakeward has no code path that updates or deletes a record;
+- the database refuses UPDATE and DELETE on the table (SQLite triggers;
+  PostgreSQL triggers, TRUNCATE included);
+- every row stores ``sha256(previous row's hash + canonical JSON of the row)``,
+  so a change made behind lakeward's back (the triggers dropped with the
+  sqlite3 CLI, say) breaks the chain at that row and ``verify`` names it. A
+  deleted row breaks the chain at the row after it.
+
+The chain is not keyed: whoever can write the database and recompute every
+later hash can still rewrite history, and cutting rows off the end leaves no
+trace. Copying the head hash (``verify().head``) somewhere else now and then
+closes both gaps.
+
+``append`` is on the path of every request. It commits before returning, so a
+decision is on record before it is acted on and nothing waits in a buffer;
+threads that append at the same time share one transaction (group commit). On
+SQLite and PostgreSQL the commit does not wait for the disk (WAL with
+synchronous=NORMAL; synchronous_commit=off): a record survives lakeward dying,
+though the last moments before a power cut or a database crash may be lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    event,
+    insert,
+    select,
+    text,
+)
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+
+from lakeward.errors import InvalidRequest, StorageError
+
+DECISIONS = ("allowed", "explicitDeny", "implicitDeny")
+GENESIS = "0" * 64  # the "previous hash" of the first row
+MAX_QUERY_LIMIT = 100_000
+_MAX_TRIES = 100  # appends that lose the race to other processes, in a row
+
+metadata = MetaData()
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    # Ids are assigned by lakeward, not the database: the hash covers the id, so
+    # it must be known before the insert. (Integer on SQLite to keep the rowid.)
+    Column(
+        "id",
+        BigInteger().with_variant(Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("time", DateTime(timezone=True), nullable=False, index=True),
+    Column("principal", Text, nullable=False, index=True),
+    Column("action", Text, nullable=False),
+    Column("resource", Text, nullable=False),
+    Column("decision", String(16), nullable=False),
+    Column("statement", Text),
+    Column("request_id", Text),
+    Column("source", Text, nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+
+_TEXT_FIELDS = ("principal", "action", "resource", "source", "statement", "request_id")
+_OPTIONAL_FIELDS = ("statement", "request_id")
+_FIELDS = tuple(c.name for c in audit_log.columns if c.name != "hash")
+
+_SQLITE_TRIGGERS = [
+    f"""CREATE TRIGGER IF NOT EXISTS audit_log_no_{op.lower()}
+        BEFORE {op} ON audit_log
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only: {op} refused'); END"""
+    for op in ("UPDATE", "DELETE")
+]
+
+_POSTGRES_TRIGGERS = [
+    # Serializes two processes setting up the same database at once.
+    "LOCK TABLE audit_log IN SHARE ROW EXCLUSIVE MODE",
+    # The message is concatenated: a % placeholder would be taken as the driver's.
+    """CREATE OR REPLACE FUNCTION lakeward_audit_log_append_only() RETURNS trigger
+       LANGUAGE plpgsql AS $$
+       BEGIN
+           RAISE EXCEPTION USING MESSAGE = 'the audit log is append-only: ' || TG_OP || ' refused';
+       END $$""",
+    """DO $$ BEGIN
+       IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'audit_log'::regclass
+                      AND tgname = 'audit_log_no_change') THEN
+           CREATE TRIGGER audit_log_no_change BEFORE UPDATE OR DELETE ON audit_log
+               FOR EACH ROW EXECUTE FUNCTION lakeward_audit_log_append_only();
+       END IF;
+       IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'audit_log'::regclass
+                      AND tgname = 'audit_log_no_truncate') THEN
+           CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
+               FOR EACH STATEMENT EXECUTE FUNCTION lakeward_audit_log_append_only();
+       END IF;
+       END $$""",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditRecord:
+    principal: str
+    action: str
+    resource: str
+    decision: str  # one of DECISIONS
+    source: str  # where the request came in: "athena-api", "cli", ...
+    statement: str | None = None  # the policy statement that decided, if one did
+    request_id: str | None = None
+    time: datetime = field(default_factory=lambda: datetime.now(UTC))
+    id: int | None = field(default=None, compare=False)  # set by the log
+
+    def __post_init__(self) -> None:
+        # Checked here, before the record joins a batch, so that one bad record
+        # cannot fail the other threads' records committed with it.
+        if self.decision not in DECISIONS:
+            raise ValueError(f"decision {self.decision!r} is not one of {', '.join(DECISIONS)}")
+        for name in _TEXT_FIELDS:
+            value = getattr(self, name)
+            if value is None and name in _OPTIONAL_FIELDS:
+                continue
+            if not isinstance(value, str):
+                raise TypeError(f"audit record field {name} must be a str, not {value!r}")
+            if "\x00" in value:
+                # PostgreSQL text cannot hold NUL; a request must not be able to
+                # keep its own decision out of the log that way.
+                object.__setattr__(self, name, value.replace("\x00", "\ufffd"))
+        # Naive times would be stored as if UTC; refuse rather than guess.
+        object.__setattr__(self, "time", _as_utc(self.time, "time"))
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    checked: int  # rows read, the bad one included
+    first_bad_id: int | None
+    head: str = GENESIS  # hash of the last good row read: an anchor to keep elsewhere
+
+
+class _Pending:
+    __slots__ = ("record", "done", "error")
+
+    def __init__(self, record: AuditRecord) -> None:
+        self.record = record
+        self.done = False
+        self.error: BaseException | None = None
+
+
+class AuditLog:
+    def __init__(self, url_or_path: str | Path) -> None:
+        if isinstance(url_or_path, Path):
+            url_or_path.parent.mkdir(parents=True, exist_ok=True)
+            url_or_path = f"sqlite:///{url_or_path}"
+        self.engine: Engine = create_engine(url_or_path)
+        dialect = self.engine.dialect.name
+        if dialect == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_connect)
+        elif dialect == "postgresql":
+            event.listen(self.engine, "connect", _postgres_connect)
+        metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            if dialect == "sqlite":
+                statements = _SQLITE_TRIGGERS
+            elif dialect == "postgresql":
+                statements = _POSTGRES_TRIGGERS
+            else:
+                statements = []  # only the hash chain guards other databases
+            for statement in statements:
+                conn.execute(text(statement))
+        # Guards the queue and the "a writer is at work" flag; the writer itself
+        # runs outside it, so appenders queue up while a batch commits.
+        self._cond = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._writing = False
+        # The newest (id, hash), cached: a stale one shows itself as a clash of
+        # primary keys, so no lock or read is needed before each append.
+        self._head: tuple[int, str] | None = None
+
+    def close(self) -> None:
+        # append returns only once committed, so nothing is left to flush.
+        self.engine.dispose()
+
+    def __enter__(self) -> AuditLog:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def append(self, record: AuditRecord) -> None:
+        """Add ``record`` to the log; returns once it is committed."""
+        mine = _Pending(record)
+        with self._cond:
+            self._queue.append(mine)
+            # Whoever finds no writer at work becomes it and commits everything
+            # queued meanwhile, its own record and the waiters' together.
+            while not mine.done and self._writing:
+                self._cond.wait()
+            if mine.done:
+                if mine.error is not None:
+                    raise mine.error
+                return
+            self._writing = True
+            batch, self._queue = self._queue, []
+        error: BaseException | None = None
+        try:
+            self._write(batch)
+        except BaseException as e:
+            error = e
+        with self._cond:
+            for pending in batch:
+                pending.done, pending.error = True, error
+            self._writing = False
+            self._cond.notify_all()
+        if error is not None:
+            raise error
+
+    def query(
+        self,
+        principal: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        action: str | None = None,
+        decision: str | None = None,
+        limit: int = 1000,
+    ) -> list[AuditRecord]:
+        """The newest ``limit`` records matching, oldest first; ``since <= time < until``."""
+        if not 1 <= limit <= MAX_QUERY_LIMIT:
+            raise InvalidRequest(f"limit must be between 1 and {MAX_QUERY_LIMIT}, not {limit}")
+        if decision is not None and decision not in DECISIONS:
+            raise InvalidRequest(f"decision must be one of {', '.join(DECISIONS)}")
+        query = select(audit_log).order_by(audit_log.c.id.desc()).limit(limit)
+        if principal is not None:
+            query = query.where(audit_log.c.principal == principal)
+        if action is not None:
+            query = query.where(audit_log.c.action == action)
+        if decision is not None:
+            query = query.where(audit_log.c.decision == decision)
+        if since is not None:
+            query = query.where(audit_log.c.time >= _as_utc(since, "since", InvalidRequest))
+        if until is not None:
+            query = query.where(audit_log.c.time < _as_utc(until, "until", InvalidRequest))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [_record(row) for row in reversed(rows)]
+
+    def verify(self) -> VerifyResult:
+        """Recompute the chain from the first row; report the first row that does not fit."""
+        prev, checked = GENESIS, 0
+        with self.engine.connect() as conn:
+            for row in _rows_in_order(conn):
+                checked += 1
+                if row["hash"] != _chain_hash(prev, _record(row)):
+                    return VerifyResult(False, checked, row["id"], prev)
+                prev = row["hash"]
+        return VerifyResult(True, checked, None, prev)
+
+    # -- internals ----------------------------------------------------------
+
+    def _write(self, batch: list[_Pending]) -> None:
+        for _ in range(_MAX_TRIES):
+            if self._head is None:
+                self._head = self._read_head()
+            last_id, prev = self._head
+            rows = []
+            for offset, pending in enumerate(batch, start=1):
+                record = _with_id(pending.record, last_id + offset)
+                prev = _chain_hash(prev, record)
+                rows.append({**_columns(record), "hash": prev})
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(insert(audit_log), rows)
+            except IntegrityError:
+                # Another process appended since we last looked: our first id is
+                # taken (ids have no gaps). Chain onto its rows instead.
+                self._head = self._read_head()
+                if self._head[0] == last_id:
+                    raise  # not a race: something else is wrong
+                continue
+            except BaseException:
+                # After a database crash the cached head may name commits that were
+                # lost; read it afresh rather than chain onto them.
+                self._head = None
+                raise
+            self._head = (last_id + len(batch), prev)
+            return
+        raise StorageError(f"could not append to the audit log in {_MAX_TRIES} tries")
+
+    def _read_head(self) -> tuple[int, str]:
+        newest = select(audit_log.c.id, audit_log.c.hash).order_by(audit_log.c.id.desc())
+        with self.engine.connect() as conn:
+            head = conn.execute(newest.limit(1)).first()
+        return (head[0], head[1]) if head else (0, GENESIS)
+
+
+def _rows_in_order(conn: Connection, page: int = 5000) -> Iterator[Any]:
+    # Keyset pages: constant memory however long the log is.
+    last = None
+    while True:
+        query = select(audit_log).order_by(audit_log.c.id).limit(page)
+        if last is not None:
+            query = query.where(audit_log.c.id > last)
+        rows = conn.execute(query).mappings().all()
+        yield from rows
+        if len(rows) < page:
+            return
+        last = rows[-1]["id"]
+
+
+def _columns(record: AuditRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "time": record.time,
+        "principal": record.principal,
+        "action": record.action,
+        "resource": record.resource,
+        "decision": record.decision,
+        "statement": record.statement,
+        "request_id": record.request_id,
+        "source": record.source,
+    }
+
+
+def _chain_hash(prev: str, record: AuditRecord) -> str:
+    values = _columns(record)
+    values["time"] = record.time.isoformat(timespec="microseconds")
+    canonical = json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256((prev + canonical).encode()).hexdigest()
+
+
+def _with_id(record: AuditRecord, record_id: int) -> AuditRecord:
+    values = _columns(record)
+    values["id"] = record_id
+    return AuditRecord(**values)
+
+
+def _record(row: Any) -> AuditRecord:
+    values = {name: row[name] for name in _FIELDS}
+    # SQLite hands datetimes back without their zone; PostgreSQL in the session's.
+    time: datetime = row["time"]
+    values["time"] = time.replace(tzinfo=UTC) if time.tzinfo is None else time
+    return AuditRecord(**values)
+
+
+def _as_utc(value: datetime, what: str, error: type[Exception] = ValueError) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise error(f"{what} must be a timezone-aware datetime")
+    return value.astimezone(UTC)
+
+
+def _sqlite_connect(connection: Any, _record: Any) -> None:
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    # In WAL mode NORMAL skips the fsync at each commit (3 ms of every request
+    # here), yet a committed record survives the process dying; only a power cut
+    # or an OS crash can take the last commits with it.
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _postgres_connect(connection: Any, _record: Any) -> None:
+    # The same bargain as SQLite's synchronous=NORMAL, for this engine's sessions
+    # only: a commit returns before the WAL is flushed (1.5 ms of every append
+    # here), survives lakeward dying, and only a server crash can lose the last
+    # fraction of a second of records, never corrupt the chain.
+    cursor = connection.cursor()
+    cursor.execute("SET synchronous_commit = off")
+    cursor.close()
+    connection.commit()
