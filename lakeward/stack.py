@@ -136,6 +136,7 @@ class Stack:
         storage = load_storage(self.settings)
         storage.ensure_bucket(self.settings.lake.data_bucket)
         self.start_metastore()
+        identities = self.seed_identities()
         self.start_server()
         with MetastoreClient(metastore_uris(self.settings)) as client:
             database = self.settings.covid.database
@@ -146,9 +147,17 @@ class Stack:
             from lakeward.ingest.covid import CovidEtl
 
             CovidEtl(self.settings, self.progress, storage).run(covid_source)
-        outputs = self.outputs()
+        outputs = {**self.outputs(), **identities}
         write_state(self.settings, outputs)
         return outputs
+
+    def seed_identities(self) -> dict[str, str]:
+        """The seed's users, groups, policies and their secrets (idempotent)."""
+        from lakeward.access.control import AccessControl
+        from lakeward.access.seed import seed_identities
+
+        with self.progress.step("users, groups and policies"):
+            return seed_identities(self.settings, AccessControl(self.settings))
 
     def start_metastore(self) -> None:
         for node in self.metastore_nodes():

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lakeward.cli.iam import audit, iam_app, secrets_app
 from lakeward.config import Settings, load_settings
 from lakeward.errors import LakewardError, StackError
 
@@ -29,6 +30,9 @@ metastore_app = typer.Typer(help="The Hive Metastore nodes of the stack.", no_ar
 etl_app = typer.Typer(help="Data pipelines.", no_args_is_help=True)
 app.add_typer(metastore_app, name="metastore")
 app.add_typer(etl_app, name="etl")
+app.add_typer(iam_app, name="iam")
+app.add_typer(secrets_app, name="secrets")
+app.command("audit")(audit)
 
 out = Console()
 err = Console(stderr=True)

@@ -6,6 +6,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from lakeward import __version__
+from lakeward.access.control import AccessControl
 from lakeward.config import Settings
 from lakeward.errors import LakewardError
 from lakeward.http.athena import athena_router
@@ -14,25 +15,15 @@ from lakeward.metastore.node import metastore_uris
 from lakeward.query.service import QueryService
 
 
-class ConfiguredKeyPair:
-    """The one access key pair of the settings, until principals have keys of their own."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._pair = (settings.api.access_key_id, settings.api.secret_access_key)
-
-    def secret_for(self, access_key_id: str) -> str | None:
-        key, secret = self._pair
-        return secret if key is not None and access_key_id == key else None
-
-
 def error_body(exc: LakewardError) -> dict[str, object]:
     """The one shape of every error the server returns."""
     return {"error": {"type": type(exc).__name__, "message": exc.message}}
 
 
-def create_app(settings: Settings, service: QueryService | None = None) -> FastAPI:
-    """The server's application; ``service`` defaults to one over the stack's state."""
-    service = service or QueryService(settings)
+def create_app(settings: Settings) -> FastAPI:
+    """The server's application over the stack's state."""
+    access = AccessControl(settings)
+    service = QueryService(settings, access=access)
     app = FastAPI(
         title="lakeward",
         version=__version__,
@@ -60,5 +51,5 @@ def create_app(settings: Settings, service: QueryService | None = None) -> FastA
         return {"status": "ok", "version": __version__, "metastore": metastore_ok}
 
     # Athena's protocol posts every operation to "/": the router must stay at the root.
-    app.include_router(athena_router(service, ConfiguredKeyPair(settings)))
+    app.include_router(athena_router(service, access))
     return app

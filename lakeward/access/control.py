@@ -1,0 +1,157 @@
+"""The access decision point: who is asking, may they, and the audit record of the answer.
+
+Every entry point (the Athena API, the CLI, later the console) identifies a
+principal and calls ``AccessControl.authorize``; it evaluates the principal's
+policies (cached until anything in the IAM store changes, so a policy change
+takes effect at once), appends the decision to the audit log, and raises
+``AccessDenied`` naming the action and resource, never the policies.
+
+The stack's own key pair (``settings.api``) is the root credential: like an
+AWS account's root user it may do everything, and its decisions are audited
+too.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from lakeward.access import ROOT, current_principal, current_request_id, current_source
+from lakeward.access.audit import AuditLog, AuditRecord
+from lakeward.access.keys import derive_key, load_master_key
+from lakeward.access.policy import Decision, PolicyDocument, Request, evaluate, parse_policy
+from lakeward.access.principals import Principals
+from lakeward.access.secrets import SecretStore
+from lakeward.config import Settings
+from lakeward.errors import AccessDenied
+
+
+def user_arn(name: str) -> str:
+    return f"arn:lakeward:iam:::user/{name}"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a request comes from: the root credential or an IAM user."""
+
+    name: str  # "root" or the user name
+
+    @property
+    def is_root(self) -> bool:
+        return self.name == ROOT
+
+    @property
+    def arn(self) -> str:
+        return "arn:lakeward:iam:::root" if self.is_root else user_arn(self.name)
+
+
+class AccessControl:
+    def __init__(self, settings: Settings) -> None:
+        state = settings.data_dir / "access"
+        state.mkdir(parents=True, exist_ok=True)
+        master = load_master_key(settings.data_dir)
+        self.settings = settings
+        self.principals = Principals(state / "iam.db", secret_key=derive_key(master, "access-keys"))
+        self.secrets = SecretStore(state / "secrets.db", derive_key(master, "secrets"))
+        self.audit = AuditLog(state / "audit.db")
+        self._policies: dict[str, tuple[int, list[tuple[str, PolicyDocument]]]] = {}
+        self._lock = threading.Lock()
+
+    # -- authentication -----------------------------------------------------
+
+    def secret_for(self, access_key_id: str) -> str | None:
+        """The secret of an active access key (for SigV4), root's included."""
+        api = self.settings.api
+        if api.access_key_id is not None and access_key_id == api.access_key_id:
+            return api.secret_access_key
+        found = self.principals.lookup_key(access_key_id)
+        return found[1] if found else None
+
+    def identify(self, principal: str) -> Identity:
+        """An access key id or a user name to the identity it stands for."""
+        api = self.settings.api
+        if principal in (ROOT, api.access_key_id):
+            return Identity(ROOT)
+        found = self.principals.lookup_key(principal)
+        if found is not None:
+            self.principals.mark_key_used(principal, datetime.now(UTC))
+            return Identity(found[0])
+        return Identity(principal)
+
+    # -- authorization ------------------------------------------------------
+
+    def _policies_of(self, user: str) -> list[tuple[str, PolicyDocument]]:
+        generation = self.principals.generation()
+        with self._lock:
+            cached = self._policies.get(user)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        documents = [
+            (name, parse_policy(doc)) for name, doc in self.principals.policies_for_user(user)
+        ]
+        with self._lock:
+            self._policies[user] = (generation, documents)
+        return documents
+
+    def decide(
+        self,
+        identity: Identity,
+        action: str,
+        resource: str,
+        context: Mapping[str, object] | None = None,
+    ) -> Decision:
+        if identity.is_root:
+            return Decision("allowed", "root")
+        request = Request(
+            principal=identity.arn,
+            action=action,
+            resource=resource,
+            context={
+                "aws:username": identity.name,
+                "aws:CurrentTime": datetime.now(UTC),
+                **(context or {}),
+            },
+        )
+        return evaluate(self._policies_of(identity.name), request)
+
+    def authorize(
+        self,
+        action: str,
+        resource: str,
+        *,
+        principal: str | None = None,
+        context: Mapping[str, object] | None = None,
+    ) -> Identity:
+        """Allow or raise ``AccessDenied``; the decision is audited either way."""
+        identity = self.identify(principal or current_principal.get())
+        decision = self.decide(identity, action, resource, context)
+        self.audit.append(
+            AuditRecord(
+                time=datetime.now(UTC),
+                principal=identity.arn,
+                action=action,
+                resource=resource,
+                decision=decision.decision,
+                statement=decision.statement,
+                request_id=current_request_id.get() or str(uuid.uuid4()),
+                source=current_source.get(),
+            )
+        )
+        if not decision.allowed:
+            raise AccessDenied(
+                f"User: {identity.arn} is not authorized to perform: {action} on resource: "
+                f"{resource}"
+                + (" with an explicit deny" if decision.decision == "explicitDeny" else "")
+            )
+        return identity
+
+    def allowed(self, action: str, resource: str, *, principal: str | None = None) -> bool:
+        """Like ``authorize`` but answers instead of raising (for filtering lists)."""
+        try:
+            self.authorize(action, resource, principal=principal)
+        except AccessDenied:
+            return False
+        return True

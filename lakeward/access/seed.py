@@ -1,0 +1,114 @@
+"""The seed deployment's identities: two users in two groups, their policies and secrets.
+
+The data engineer's group may use the metastore catalog and read the data
+bucket, so the data engineer sees and queries the tables; the salesperson's
+group may use Athena but not the catalog, so the salesperson sees no tables.
+Passwords and access keys are generated once and kept as secrets; running
+this again changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+from lakeward.access import catalog_arn, workgroup_arn
+from lakeward.access.control import AccessControl
+from lakeward.config import Settings
+
+CATALOG = "demo_hive_metastore"
+BI_ROLE = "bi-service-role"
+
+
+def seed_policies(settings: Settings) -> dict[str, dict[str, Any]]:
+    bucket = settings.lake.data_bucket
+    return {
+        "DataBucketReadAccessPolicy": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ReadDataBucket",
+                    "Effect": "Allow",
+                    "Action": ["s3:GetObject", "s3:ListBucket"],
+                    "Resource": [f"arn:lakeward:s3:::{bucket}", f"arn:lakeward:s3:::{bucket}/*"],
+                }
+            ],
+        },
+        "HiveMetastoreDataSourceAccessPolicy": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "UseMetastoreCatalog",
+                    "Effect": "Allow",
+                    "Action": ["lakeward:UseCatalog", "athena:GetDataCatalog"],
+                    "Resource": [catalog_arn(CATALOG)],
+                },
+                {
+                    "Sid": "SpillAndResults",
+                    "Effect": "Allow",
+                    "Action": ["s3:GetObject", "s3:PutObject"],
+                    "Resource": [f"arn:lakeward:s3:::{bucket}/query-results/*"],
+                },
+            ],
+        },
+        "AthenaQueryAccessPolicy": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "RunQueriesInPrimary",
+                    "Effect": "Allow",
+                    "Action": ["athena:*"],
+                    "Resource": [workgroup_arn("primary"), "arn:lakeward:athena:::datacatalog/*"],
+                }
+            ],
+        },
+    }
+
+
+SEED_GROUPS = {
+    "DataEngineerGroup": (
+        "de_user",
+        "DataEngineerUserCreds",
+        ["DataBucketReadAccessPolicy", "HiveMetastoreDataSourceAccessPolicy",
+         "AthenaQueryAccessPolicy"],
+    ),
+    "SalesGroup": ("sales_user", "SalesUserCreds", ["AthenaQueryAccessPolicy"]),
+}  # fmt: skip
+
+
+def seed_identities(settings: Settings, access: AccessControl) -> dict[str, str]:
+    """Create what is missing; return the outputs (names of secrets, never their values)."""
+    principals = access.principals
+    policies_dir = settings.data_dir / "access" / "policies"
+    policies_dir.mkdir(parents=True, exist_ok=True)
+    existing_policies = {p.name for p in principals.list_policies()}
+    for name, document in seed_policies(settings).items():
+        (policies_dir / f"{name}.json").write_text(json.dumps(document, indent=2) + "\n")
+        if name not in existing_policies:
+            principals.create_policy(name, document)
+    users = {u.name for u in principals.list_users()}
+    groups = {g.name for g in principals.list_groups()}
+    for group, (user, secret_name, policies) in SEED_GROUPS.items():
+        if group not in groups:
+            principals.create_group(group)
+            for policy in policies:
+                principals.attach_group_policy(group, policy)
+        if user not in users:
+            password = secrets.token_urlsafe(18)
+            principals.create_user(user, password=password)
+            principals.add_user_to_group(user, group)
+            key_id, secret = principals.create_access_key(user)
+            access.secrets.put(
+                secret_name,
+                {"username": user, "password": password,
+                 "access_key_id": key_id, "secret_access_key": secret},
+                description=f"Console password and API key of {user}",
+            )  # fmt: skip
+    if BI_ROLE not in {r.name for r in principals.list_roles()}:
+        principals.create_role(BI_ROLE, "The BI service; attach the metastore policy to it")
+    return {
+        "iam_users": ",".join(user for user, _s, _p in SEED_GROUPS.values()),
+        "iam_secrets": ",".join(secret for _u, secret, _p in SEED_GROUPS.values()),
+        "bi_role": BI_ROLE,
+    }
