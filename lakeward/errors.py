@@ -16,6 +16,7 @@ code the CLI ends with. Nothing else should reach a user as a stack trace.
     ├── InvalidRequest       a request refused as malformed or not allowed
     ├── ResourceNotFound     a catalog, database, table, query or workgroup that is not there
     ├── AccessDenied         the caller may not do this
+    │   └── Unauthenticated  not signed in, or wrong credentials
     └── TooManyRequests      over a limit; try again later
 """
 
@@ -86,3 +87,9 @@ class AccessDenied(LakewardError):
 
 class TooManyRequests(LakewardError):
     http_status = 429
+
+
+class Unauthenticated(AccessDenied):
+    """Not signed in, or the credentials are wrong."""
+
+    http_status = 401

@@ -145,3 +145,35 @@ def _reap(pid: int) -> None:
     """Collect a child that exited, so that it does not linger as a zombie."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` (or a child of its group) holds the socket listening on ``port``.
+
+    A health check that only connects could be answered by another stack's
+    server that took the port first; this tells whose socket it is.
+    """
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{inode}]")
+    if not inodes:
+        return False
+    try:
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for descriptor in descriptors:
+        try:
+            if os.readlink(descriptor) in inodes:
+                return True
+        except OSError:
+            continue
+    return False

@@ -25,7 +25,7 @@ from lakeward.ingest.jhu import COMBINED_TABLE, MEASURES, QUARANTINE_TABLE
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.node import DEFAULT_PORT as METASTORE_PORT
 from lakeward.metastore.node import MetastoreNode, metastore_uris
-from lakeward.process import ManagedProcess, free_port
+from lakeward.process import ManagedProcess, free_port, listens_on
 from lakeward.progress import Progress
 from lakeward.storage import load_storage
 from lakeward.storage.paths import bucket_uri, warehouse_uri
@@ -176,6 +176,9 @@ class Stack:
             process.wait_until(self._server_healthy, 60, "ready")
 
     def _server_healthy(self) -> bool:
+        pid = self.server_process.pid()
+        if pid is None or not listens_on(pid, self.settings.server.port or 0):
+            return False  # whatever answers on the port, it is not our server
         try:
             return httpx.get(f"{self.server_url()}/health", timeout=2).status_code == 200
         except httpx.HTTPError:

@@ -16,7 +16,7 @@ from lakeward.errors import StackError
 from lakeward.jvm import find_java, java_env
 from lakeward.metastore.backends import MetastoreBackend, load_backend
 from lakeward.metastore.client import MetastoreClient
-from lakeward.process import ManagedProcess, port_is_free
+from lakeward.process import ManagedProcess, listens_on, port_is_free
 from lakeward.storage.paths import hadoop_uri, warehouse_uri
 
 SERVER_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
@@ -74,6 +74,10 @@ class MetastoreNode:
         return self.settings.data_dir / "metastore" / "conf"
 
     def healthy(self) -> bool:
+        """Our node answers over Thrift on its port (not some other process on that port)."""
+        pid = self.process.pid()
+        if pid is None or not listens_on(pid, self.port):
+            return False
         with MetastoreClient([self.uri], timeout=5.0, rounds=1, retry_delay=0) as client:
             return client.ping()
 
@@ -104,6 +108,11 @@ class MetastoreNode:
         java = find_java(self.settings.metastore.java_home)
         if not self.backend.schema_ready():
             self.backend.create_schema(java)
+            if not port_is_free(self.host, self.port):  # taken while the schema was made
+                raise StackError(
+                    f"port {self.port} on {self.host} was taken by another process; "
+                    "choose another with metastore.port (or LAKEWARD_METASTORE__PORT)"
+                )
         self._write_conf()
         command = [
             str(java),

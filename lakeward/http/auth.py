@@ -1,0 +1,79 @@
+"""Console sign-in: password login, session cookies, CSRF, sign-out."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel, Field
+
+from lakeward.access import current_principal, current_source
+from lakeward.access.control import AccessControl
+from lakeward.access.keys import derive_key, load_master_key
+from lakeward.access.sessions import (
+    CSRF_COOKIE,
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    Session,
+    Sessions,
+)
+from lakeward.errors import Unauthenticated
+
+
+class Login(BaseModel):
+    username: str = Field(min_length=1, max_length=64)
+    password: str = Field(min_length=1, max_length=1024)
+
+
+def auth_router(access: AccessControl) -> APIRouter:
+    sessions = Sessions(derive_key(load_master_key(access.settings.data_dir), "sessions"))
+    router = APIRouter(prefix="/auth", tags=["auth"])
+
+    def session_of(request: Request) -> Session:
+        session = sessions.verify(request.cookies.get(SESSION_COOKIE))
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            sessions.check_csrf(session, request.headers.get(CSRF_HEADER))
+        current_principal.set(session.user)
+        current_source.set("console")
+        return session
+
+    @router.post("/login")
+    def login(body: Login, request: Request, response: Response) -> dict[str, str]:
+        """Sign in with a console password; sets the session cookie."""
+        if not access.principals.check_password(body.username, body.password):
+            # One message whatever was wrong, so that it does not tell which users exist.
+            raise Unauthenticated("wrong user name or password")
+        token, session = sessions.issue(body.username)
+        secure = request.url.scheme == "https"
+        response.set_cookie(
+            SESSION_COOKIE,
+            token,
+            max_age=int(sessions.lifetime),
+            httponly=True,
+            samesite="strict",
+            secure=secure,
+            path="/",
+        )
+        response.set_cookie(
+            CSRF_COOKIE,
+            session.csrf,
+            max_age=int(sessions.lifetime),
+            httponly=False,
+            samesite="strict",
+            secure=secure,
+            path="/",
+        )
+        return {"user": session.user, "csrf_token": session.csrf}
+
+    @router.get("/whoami")
+    def whoami(session: Annotated[Session, Depends(session_of)]) -> dict[str, str]:
+        return {"user": session.user}
+
+    @router.post("/logout")
+    def logout(
+        session: Annotated[Session, Depends(session_of)], response: Response
+    ) -> dict[str, str]:
+        sessions.revoke(session)
+        response.delete_cookie(SESSION_COOKIE, path="/")
+        response.delete_cookie(CSRF_COOKIE, path="/")
+        return {"user": session.user, "signed_out": "true"}
+
+    return router
