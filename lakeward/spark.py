@@ -35,6 +35,8 @@ def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
+        # Jobs run side by side (the ETL's writes) share the cores instead of queuing.
+        "spark.scheduler.mode": "FAIR",
         # Keep Derby's and Spark's scratch files in the data dir, not the cwd.
         "spark.driver.extraJavaOptions": (
             f"-Dderby.system.home={settings.data_dir / 'spark'} "

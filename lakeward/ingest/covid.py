@@ -24,7 +24,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -108,6 +108,7 @@ class CovidEtl:
         self.storage = storage or load_storage(settings)
         self.bucket = settings.lake.data_bucket
         self.database = settings.covid.database
+        self._combined_rows = 0
 
     def run(self, source: str | None = None, spark: SparkSession | None = None) -> EtlReport:
         source = source or self.settings.covid.source
@@ -193,24 +194,26 @@ class CovidEtl:
     def _parse(
         self, spark: SparkSession, headers: dict[str, Header], reports: list[MeasureReport]
     ) -> dict[str, DataFrame]:
-        def parse(measure: Measure, report: MeasureReport) -> DataFrame:
+        def parse(
+            measure: Measure, report: MeasureReport
+        ) -> tuple[DataFrame, transform.ParseStats]:
             header = headers[measure.name]
             with self.progress.spark_job(spark.sparkContext, f"parse {measure.file_name}"):
                 frame = transform.parse_lines(spark, hadoop_uri(report.raw_uri), header, measure)
                 frame = frame.persist()
                 stats = transform.parse_stats(frame)
-            report.rows_read = stats["rows"]
-            report.rows_loaded = stats["good"]
-            report.rows_quarantined = stats["bad"]
-            report.rows_without_coordinates = stats["no_coordinates"]
-            report.output_rows = stats["good"] * len(header.good_dates)
-            report.untracked_values = stats["good"] * transform.untracked_columns(header, measure)
-            return frame
+            report.rows_read = stats.rows
+            report.rows_loaded = stats.good
+            report.rows_quarantined = stats.bad
+            report.rows_without_coordinates = stats.no_coordinates
+            report.output_rows = stats.good * len(header.good_dates)
+            report.untracked_values = stats.good * transform.untracked_columns(header, measure)
+            return frame, stats
 
-        frames = _concurrently(
-            [partial(parse, m, r) for m, r in zip(MEASURES, reports, strict=True)]
-        )
-        return {m.name: frame for m, frame in zip(MEASURES, frames, strict=True)}
+        jobs = [partial(parse, m, r) for m, r in zip(MEASURES, reports, strict=True)]
+        results = _concurrently(jobs)
+        self._combined_rows = transform.combined_row_count([st for _f, st in results], headers)
+        return {m.name: frame for m, (frame, _st) in zip(MEASURES, results, strict=True)}
 
     def _write(
         self,
@@ -236,10 +239,8 @@ class CovidEtl:
                 spark, run_id, parsed, headers, report.measures
             ),
         }
-        jobs: list[Callable[[], object]] = [partial(write, t, f) for t, f in frames.items()]
-        jobs.append(partial(transform.combined_row_count, parsed, headers))
-        *written, combined_rows = _concurrently(jobs)
-        report.combined_rows = int(str(combined_rows))
+        written = _concurrently([partial(write, t, f) for t, f in frames.items()])
+        report.combined_rows = self._combined_rows
         report.quarantined = sum(r.rows_quarantined for r in report.measures) + sum(
             len(h.bad_columns) for h in headers.values()
         )
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _concurrently(jobs: list[Callable[[], T]]) -> list[T]:
+def _concurrently(jobs: Sequence[Callable[[], T]]) -> list[T]:
     """Run Spark actions side by side: each is small next to Spark's per-job
     overhead, so running them together keeps every core busy."""
     with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="etl") as pool:

@@ -10,6 +10,7 @@ window, sort or shuffle is needed, and the combined table joins locations
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ _PREFIX = rf"^({_FIELD},{_FIELD},[^,]*,[^,]*),"
 _COUNT = "[0-9]{1,18}"  # a whole non-negative number that fits a bigint
 _ROW_INDEX_BITS = (1 << 33) - 1  # monotonically_increasing_id: partition << 33 | row
 RECORD_LIMIT = 1000
+COLUMN_PLACEHOLDER = "\u0001column\u0001"  # replaced by the column's header in quarantine rows
 
 LOCATION = [
     ("province_state", "string", "Province/State; null for a whole country"),
@@ -40,11 +42,13 @@ LOCATION = [
     ("date", "date", "day of the count"),
 ]
 TABLE_COMMENTS = {
-    **{m.table: f"JHU CSSE global time series: cumulative {m.name} per location and day"
-       for m in MEASURES},
+    **{
+        m.table: f"JHU CSSE global time series: cumulative {m.name} per location and day"
+        for m in MEASURES
+    },
     COMBINED_TABLE: "confirmed, deaths and recovered per location and day",
     QUARANTINE_TABLE: "source rows and columns the last covid ETL run could not load",
-}  # fmt: skip
+}
 
 
 def table_schemas() -> dict[str, list[tuple[str, str, str]]]:
@@ -101,7 +105,12 @@ def _strict_double(field: Col, name: str, limit: float) -> tuple[Col, Col]:
 
 
 def parse_lines(spark: SparkSession, uri: str, header: Header, measure: Measure) -> DataFrame:
-    """One row per data line: location, counts array, or the reason it is quarantined."""
+    """One row per data line: location, counts array, or the reason it is quarantined.
+
+    Built in stages, each a select over the previous one's columns: a value
+    several later expressions use (the prefix, the split counts, the reason)
+    is computed once per row instead of once per use.
+    """
     n_dates = len(header.dates)
     good_mask = [d is not None for d in header.dates]
     checked = [
@@ -109,82 +118,122 @@ def parse_lines(spark: SparkSession, uri: str, header: Header, measure: Measure)
         for d in header.dates
     ]
     n_checked = sum(checked)
+    checked_prefix = checked[:n_checked] == [True] * n_checked
 
-    lines = (
-        spark.read.text(uri)
-        .withColumn("_block", F.input_file_block_start())
-        .withColumn("_rid", F.monotonically_increasing_id())
+    lines = spark.read.text(uri).select(
+        F.input_file_block_start().alias("_block"),
+        F.monotonically_increasing_id().alias("_rid"),
+        "value",
     )
     # Line 1 is the header: the first row of the split that starts the file.
-    lines = lines.where(
-        ~((F.col("_block") == 0) & (F.col("_rid").bitwiseAND(_ROW_INDEX_BITS) == 0))
-    )
-
+    is_header = (F.col("_block") == 0) & (F.col("_rid").bitwiseAND(_ROW_INDEX_BITS) == 0)
     value = F.col("value")
-    prefix = F.regexp_extract(value, _PREFIX, 1)
-    rest = value.substr(F.length(prefix) + 2, F.length(value))
-    values = F.split(rest, ",")
-    province = _unquote(F.regexp_extract(prefix, rf"^({_FIELD})", 1))
-    country = _unquote(F.regexp_extract(prefix, rf"^{_FIELD},({_FIELD})", 1))
-    lat, lat_bad = _strict_double(F.regexp_extract(prefix, r",([^,]*),[^,]*$", 1), "Lat", 90)
-    lon, lon_bad = _strict_double(F.regexp_extract(prefix, r",([^,]*)$", 1), "Long", 180)
-
+    staged = lines.where(~is_header).select(
+        "_block", "_rid", "value", F.regexp_extract(value, _PREFIX, 1).alias("_prefix")
+    )
+    prefix = F.col("_prefix")
+    staged = staged.select(
+        "_block",
+        "_rid",
+        "value",
+        "_prefix",
+        value.substr(F.length(prefix) + 2, F.length(value)).alias("_rest"),
+        _unquote(F.regexp_extract(prefix, rf"^({_FIELD})", 1)).alias("province_state"),
+        _unquote(F.regexp_extract(prefix, rf"^{_FIELD},({_FIELD})", 1)).alias("country"),
+        F.regexp_extract(prefix, r",([^,]*),[^,]*$", 1).alias("_lat"),
+        F.regexp_extract(prefix, r",([^,]*)$", 1).alias("_lon"),
+    )
+    rest, values = F.col("_rest"), F.col("_values")
     if n_checked == 0:
-        counts_ok = F.lit(True)
-    elif checked[:n_checked] == [True] * n_checked:
+        counts_ok: Col = F.lit(True)
+    elif checked_prefix:
         # The usual case: the checked columns come first; one regex checks them all.
         counts_ok = rest.rlike(rf"^(?:{_COUNT},){{{n_checked - 1}}}{_COUNT}(?:,|$)")
     else:
         counts_ok = ~F.array_contains(_unchecked_flags(values, checked), True)
-    first_bad = F.array_position(_unchecked_flags(values, checked), True).cast("int")
-    headers_lit = _literal_array(header.columns[4:])
-    count_reason = F.concat(
-        F.lit("column '"), F.element_at(headers_lit, first_bad), F.lit("': '"),
-        F.element_at(values, first_bad), F.lit("' is not a whole non-negative number"),
-    )  # fmt: skip
+    lat, lat_bad = _strict_double(F.col("_lat"), "Lat", 90)
+    lon, lon_bad = _strict_double(F.col("_lon"), "Long", 180)
+    staged = staged.select(
+        "_block",
+        "_rid",
+        "value",
+        "_prefix",
+        "_rest",
+        "province_state",
+        "country",
+        F.split(rest, ",").alias("_values"),
+        lat.alias("lat"),
+        lon.alias("lon"),
+        lat_bad.alias("_lat_bad"),
+        lon_bad.alias("_lon_bad"),
+    ).select("*", counts_ok.alias("_counts_ok"))
 
+    # Which column holds the first bad count, as its position; the quarantine
+    # step names it (keeping the 1,143 header names out of this plan).
+    if checked_prefix:
+        flags = F.transform(
+            F.slice(values, 1, max(n_checked, 1)), lambda x: ~x.rlike(f"^{_COUNT}$")
+        )
+    else:
+        flags = _unchecked_flags(values, checked)
+    first_bad = F.array_position(flags, True).cast("int")
     n_fields = F.size(F.split(F.regexp_replace(value, '"(?:[^"]|"")*"', "x"), ",", -1))
     wrong_count = F.lit(f" fields, the header has {n_dates + 4}")
+    bad_shape = (prefix == "") | (F.size(values) != n_dates)
     reason = (
         F.when(prefix == "", F.concat(F.lit("has "), n_fields.cast("string"), wrong_count))
         .when(
             F.size(values) != n_dates,
             F.concat(F.lit("has "), (F.size(values) + 4).cast("string"), wrong_count),
         )
-        .when(country.isNull(), F.lit("Country/Region is empty"))
-        .when(lat_bad.isNotNull(), lat_bad)
-        .when(lon_bad.isNotNull(), lon_bad)
-        .when(~counts_ok, count_reason)
+        .when(F.col("country").isNull(), F.lit("Country/Region is empty"))
+        .when(F.col("_lat_bad").isNotNull(), F.col("_lat_bad"))
+        .when(F.col("_lon_bad").isNotNull(), F.col("_lon_bad"))
+        .when(
+            ~F.col("_counts_ok"),
+            F.concat(
+                F.lit(f"column '{COLUMN_PLACEHOLDER}': '"),
+                F.element_at(values, first_bad),
+                F.lit("' is not a whole non-negative number"),
+            ),
+        )
     )
     column = (
-        F.when((prefix == "") | (F.size(values) != n_dates), F.lit(None))
-        .when(country.isNull(), F.lit("Country/Region"))
-        .when(lat_bad.isNotNull(), F.lit("Lat"))
-        .when(lon_bad.isNotNull(), F.lit("Long"))
-        .when(~counts_ok, F.element_at(headers_lit, first_bad))
+        F.when(bad_shape, F.lit(None))
+        .when(F.col("country").isNull(), F.lit("Country/Region"))
+        .when(F.col("_lat_bad").isNotNull(), F.lit("Lat"))
+        .when(F.col("_lon_bad").isNotNull(), F.lit("Long"))
+        .when(~F.col("_counts_ok"), F.lit(COLUMN_PLACEHOLDER))
+    )
+    bad_index = F.when(~bad_shape & ~F.col("_counts_ok"), first_bad)
+    staged = staged.select(
+        "*", reason.alias("_reason"), column.alias("_column"), bad_index.alias("_bad_index")
     )
 
-    good_lit = _literal_array(good_mask)
-    kept = (
-        values if all(good_mask) else F.filter(values, lambda _x, i: F.element_at(good_lit, i + 1))
-    )
-    n_tracked = sum(
-        1 for d in header.good_dates if measure.tracked_until is None or d <= measure.tracked_until
-    )
+    kept = values
+    if not all(good_mask):
+        good_lit = _literal_array(good_mask)
+        kept = F.filter(values, lambda _x, i: F.element_at(good_lit, i + 1))
+    until = measure.tracked_until
+    n_tracked = sum(1 for d in header.good_dates if until is None or d <= until)
     if n_tracked == len(header.good_dates):
         counts = kept.cast("array<bigint>")
     else:
         counts = F.transform(kept, lambda x, i: F.when(i < n_tracked, x.cast("bigint")))
-
-    parsed = lines.select(
-        "_block", "_rid",
-        reason.alias("_reason"), column.alias("_column"),
-        F.when(reason.isNotNull(), F.substring(value, 1, RECORD_LIMIT)).alias("_record"),
-        province.alias("province_state"), country.alias("country"),
-        lat.alias("lat"), lon.alias("lon"),
-        F.when(reason.isNull(), counts).alias("_counts"),
-    )  # fmt: skip
-    return parsed
+    failed = F.col("_reason").isNotNull()
+    return staged.select(
+        "_block",
+        "_rid",
+        "_reason",
+        "_column",
+        "_bad_index",
+        F.when(failed, F.substring(value, 1, RECORD_LIMIT)).alias("_record"),
+        "province_state",
+        "country",
+        "lat",
+        "lon",
+        F.when(~failed, counts).alias("_counts"),
+    )
 
 
 def _unchecked_flags(values: Col, checked: list[bool]) -> Col:
@@ -193,8 +242,18 @@ def _unchecked_flags(values: Col, checked: list[bool]) -> Col:
     return F.transform(values, lambda x, i: F.element_at(mask, i + 1) & ~x.rlike(f"^{_COUNT}$"))
 
 
-def parse_stats(parsed: DataFrame) -> dict[str, int]:
+@dataclass(frozen=True)
+class ParseStats:
+    rows: int
+    good: int
+    bad: int
+    no_coordinates: int
+    locations: frozenset[tuple[str | None, str]]  # (province_state, country) of loaded rows
+
+
+def parse_stats(parsed: DataFrame) -> ParseStats:
     good = F.col("_reason").isNull()
+    location = F.when(good, F.struct("province_state", "country"))
     row = parsed.agg(
         F.count(F.lit(1)).alias("rows"),
         F.sum(good.cast("int")).alias("good"),
@@ -202,8 +261,15 @@ def parse_stats(parsed: DataFrame) -> dict[str, int]:
         F.sum((good & (F.col("lat").isNull() | F.col("lon").isNull())).cast("int")).alias(
             "no_coordinates"
         ),
+        F.collect_set(location).alias("locations"),
     ).collect()[0]
-    return {k: int(row[k] or 0) for k in ("rows", "good", "bad", "no_coordinates")}
+    return ParseStats(
+        rows=int(row["rows"] or 0),
+        good=int(row["good"] or 0),
+        bad=int(row["bad"] or 0),
+        no_coordinates=int(row["no_coordinates"] or 0),
+        locations=frozenset((r["province_state"], r["country"]) for r in row["locations"]),
+    )
 
 
 def _literal_array(items: list[Any]) -> Col:
@@ -224,6 +290,9 @@ def _literal_array(items: list[Any]) -> Col:
 
 
 def _dates(dates: list[date]) -> Col:
+    """The dates as an array: a sequence when they are consecutive days (the usual case)."""
+    if dates and (dates[-1] - dates[0]).days == len(dates) - 1:
+        return F.sequence(F.lit(dates[0]), F.lit(dates[-1]), F.expr("INTERVAL 1 DAY"))
     return _literal_array(list(dates))
 
 
@@ -259,11 +328,17 @@ def _locations(
             counts = F.transform(
                 where, lambda i: F.when(i.isNotNull(), F.element_at(F.col("_counts"), i))
             )
-        frame = parsed[measure.name].where(F.col("_reason").isNull()).select(
-            "province_state", "country",
-            F.col("lat").alias(f"_lat_{measure.name}"), F.col("lon").alias(f"_lon_{measure.name}"),
-            counts.alias(measure.name),
-        )  # fmt: skip
+        frame = (
+            parsed[measure.name]
+            .where(F.col("_reason").isNull())
+            .select(
+                "province_state",
+                "country",
+                F.col("lat").alias(f"_lat_{measure.name}"),
+                F.col("lon").alias(f"_lon_{measure.name}"),
+                counts.alias(measure.name),
+            )
+        )
         if joined is None:
             joined = frame
         else:
@@ -281,17 +356,20 @@ def _locations(
     assert joined is not None
     names = [m.name for m in MEASURES]
     located = joined.select(
-        "province_state", "country",
+        "province_state",
+        "country",
         F.coalesce(*(F.col(f"_lat_{n}") for n in names)).alias("lat"),
         F.coalesce(*(F.col(f"_lon_{n}") for n in names)).alias("lon"),
         *names,
-    )  # fmt: skip
+    )
     return located, all_dates
 
 
 def combined_rows(parsed: dict[str, DataFrame], headers: dict[str, Header]) -> DataFrame:
     """covid_cases: one row per location and day with every measure."""
     located, all_dates = _locations(parsed, headers)
+    # The join leaves few, uneven partitions; the unpivot after it is the heavy part.
+    located = located.repartition(2 * located.sparkSession.sparkContext.defaultParallelism)
     empty = F.array_repeat(F.lit(None).cast("bigint"), len(all_dates))
     zipped = F.arrays_zip(
         _dates(all_dates).alias("date"),
@@ -302,9 +380,10 @@ def combined_rows(parsed: dict[str, DataFrame], headers: dict[str, Header]) -> D
     )
 
 
-def combined_row_count(parsed: dict[str, DataFrame], headers: dict[str, Header]) -> int:
-    located, all_dates = _locations(parsed, headers)
-    return located.count() * len(all_dates)
+def combined_row_count(stats: list[ParseStats], headers: dict[str, Header]) -> int:
+    """Rows of covid_cases: every location of any measure, every day of any measure."""
+    locations = frozenset().union(*(s.locations for s in stats))
+    return len(locations) * len({d for h in headers.values() for d in h.good_dates})
 
 
 def quarantine_rows(
@@ -316,13 +395,16 @@ def quarantine_rows(
 ) -> DataFrame:
     """Every row and column not loaded, with its file and line."""
     schema = T.StructType(
-        [T.StructField(n, T.LongType() if t == "bigint" else T.StringType())
-         for n, t, _c in table_schemas()[QUARANTINE_TABLE]]
-    )  # fmt: skip
+        [
+            T.StructField(n, T.LongType() if t == "bigint" else T.StringType())
+            for n, t, _c in table_schemas()[QUARANTINE_TABLE]
+        ]
+    )
     column_rows = [
         (run_id, h.file, 1, c.header, c.reason, None)
-        for h in headers.values() for c in h.bad_columns
-    ]  # fmt: skip
+        for h in headers.values()
+        for c in h.bad_columns
+    ]
     result = spark.createDataFrame(column_rows, schema)
     for measure, report in zip(MEASURES, reports, strict=True):
         if report.rows_quarantined == 0:
@@ -331,14 +413,27 @@ def quarantine_rows(
         # Line numbers: rows before this split (counted per split) + row in split.
         lines_before = _lines_before_each_split(spark, report.raw_uri)
         offsets = spark.createDataFrame(list(lines_before.items()), "_block bigint, _before bigint")
-        bad = frame.where(F.col("_reason").isNotNull()).join(F.broadcast(offsets), "_block")
+        names = spark.createDataFrame(
+            list(enumerate(headers[measure.name].columns[4:], start=1)),
+            "_bad_index int, _header string",
+        )
+        bad = (
+            frame.where(F.col("_reason").isNotNull())
+            .join(F.broadcast(offsets), "_block")
+            .join(F.broadcast(names), "_bad_index", "left")
+        )
+        header = F.coalesce(F.col("_header"), F.lit("?"))
         result = result.unionByName(
             bad.select(
                 F.lit(run_id).alias("run_id"),
                 F.lit(measure.file_name).alias("file"),
                 (F.col("_before") + F.col("_rid").bitwiseAND(_ROW_INDEX_BITS) + 1).alias("line"),
-                F.col("_column").alias("column"),
-                F.col("_reason").alias("reason"),
+                F.when(F.col("_column") == COLUMN_PLACEHOLDER, header)
+                .otherwise(F.col("_column"))
+                .alias("column"),
+                F.call_function(
+                    "replace", F.col("_reason"), F.lit(COLUMN_PLACEHOLDER), header
+                ).alias("reason"),
                 F.col("_record").alias("record"),
             )
         )
