@@ -24,7 +24,7 @@ def error_body(exc: LakewardError) -> dict[str, object]:
 def create_app(settings: Settings) -> FastAPI:
     """The server's application over the stack's state."""
     access = AccessControl(settings)
-    service = QueryService(settings, access=access)
+    service = QueryService(settings, access=access, owner=True)
     app = FastAPI(
         title="lakeward",
         version=__version__,

@@ -132,11 +132,19 @@ class Catalogs:
             raise InvalidRequest(f"data catalog {catalog.name} already exists")
 
     def ensure(self, catalog: DataCatalog) -> None:
-        """Create the catalog, or re-point an existing one of that name (used by ``up``)."""
-        if catalog.name in self.names():
-            self.store.delete_catalog(catalog.name)
-            self._drop_connector(catalog.name)
-        self.create(catalog)
+        """Create the catalog, or re-point an existing one of that name (used by the server).
+
+        One statement either way: a query started meanwhile never finds the
+        catalog missing.
+        """
+        current = next((c for c in self.all() if c.name == catalog.name), None)
+        if current == catalog:
+            return
+        if current is None:
+            self.create(catalog)
+            return
+        self.store.replace_catalog(catalog)
+        self._drop_connector(catalog.name)
 
     def delete(self, name: str) -> None:
         if not self.store.delete_catalog(name):

@@ -88,7 +88,15 @@ class QueryService:
         settings: Settings,
         storage: Storage | None = None,
         access: Authorizer | None = None,
+        *,
+        owner: bool = False,
     ) -> None:
+        """``owner``: this is the stack's server, which runs the queries of the stack.
+
+        Only the owner registers the stack's catalog and fails the queries a
+        previous server left unfinished; another service over the same state
+        (a tool, a benchmark) must not touch the live server's queries.
+        """
         self.settings = settings
         self.access: Authorizer = access or AllowAll()
         self.storage = storage or load_storage(settings)
@@ -101,16 +109,16 @@ class QueryService:
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
         self._spill = settings.data_dir / "query" / "spill"
         self._spill.mkdir(parents=True, exist_ok=True)
-        self._bootstrap()
+        self._bootstrap(owner)
 
-    def _bootstrap(self) -> None:
+    def _bootstrap(self, owner: bool) -> None:
         if DEFAULT_WORKGROUP not in {g.name for g in self.store.workgroups()}:
             self.store.put_workgroup(
                 WorkGroup(
                     name=DEFAULT_WORKGROUP, created=_now(), description="The default workgroup"
                 )
             )
-        if self.settings.metastore.port is not None:
+        if owner and self.settings.metastore.port is not None:
             self.catalogs.ensure(
                 DataCatalog(
                     DEFAULT_CATALOG,
@@ -119,7 +127,7 @@ class QueryService:
                     {URIS_PARAMETER: ",".join(metastore_uris(self.settings))},
                 )
             )
-        for stale in self.store.interrupted_executions():
+        for stale in self.store.interrupted_executions() if owner else []:
             stale.state = QueryState.FAILED
             stale.state_change_reason = "the service restarted while the query was running"
             stale.completed = _now()
@@ -284,9 +292,7 @@ class QueryService:
     def _run(self, execution: QueryExecution, run: _Run) -> None:
         started = time.monotonic()
         try:
-            planning = time.monotonic()
             result, scanned = self._result(execution, run)
-            execution.statistics.planning_ms = _ms(time.monotonic() - planning)
             bucket, prefix = self._bucket_and_prefix(execution.output_location)
             results.write_results(self.storage, bucket, prefix, execution.id, result)
             execution.statistics.data_scanned_bytes = result.bytes_scanned or scanned
@@ -337,6 +343,7 @@ class QueryService:
                 run.engine.interrupt(execution_id)
 
     def _result(self, execution: QueryExecution, run: _Run) -> tuple[EngineResult, int]:
+        planning = time.monotonic()
         statement = run.statement
         if statement.kind in ("select", "explain"):
             target = statement.explained if statement.kind == "explain" else statement
@@ -358,6 +365,7 @@ class QueryService:
             if statement.kind == "explain":
                 sql = f"EXPLAIN {sql}"
             limits = Limits(memory_limit="1GB", spill_directory=str(self._spill))
+            execution.statistics.planning_ms = _ms(time.monotonic() - planning)
             return engine.execute(execution.id, sql, tables, limits), scanned
         return self._metadata_result(statement), 0
 

@@ -139,6 +139,18 @@ class Store:
             )
         return True
 
+    def replace_catalog(self, catalog: DataCatalog) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(catalogs)
+                .where(catalogs.c.name == catalog.name)
+                .values(
+                    type=catalog.type,
+                    description=catalog.description,
+                    parameters=json.dumps(catalog.parameters),
+                )
+            )
+
     def delete_catalog(self, name: str) -> bool:
         with self.engine.begin() as conn:
             return conn.execute(delete(catalogs).where(catalogs.c.name == name)).rowcount > 0

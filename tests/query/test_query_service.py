@@ -29,7 +29,7 @@ def service(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     settings = settings.model_copy(
         update={"lake": stack.lake.model_copy(update={"root": stack.lake_root})}
     )
-    service = QueryService(settings)
+    service = QueryService(settings, owner=True)
     yield service
     service.close()
 
