@@ -128,6 +128,21 @@ class ApiSettings(_Section):
     region: str = "us-east-1"
 
 
+class AccessSettings(_Section):
+    database_url: str | None = Field(
+        default=None,
+        description="Where users, policies, secrets and the audit log live; "
+        "None: SQLite files in <data dir>/access (e.g. postgresql://user@host/lakeward)",
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("sqlite:", "postgresql:", "postgresql+")):
+            raise ValueError(f"must be a sqlite: or postgresql: URL, not {value!r}")
+        return value
+
+
 class CovidSettings(_Section):
     source: str = Field(
         default=JHU_TIME_SERIES_URL,
@@ -147,6 +162,7 @@ class Settings(BaseModel):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    access: AccessSettings = Field(default_factory=AccessSettings)
     covid: CovidSettings = Field(default_factory=CovidSettings)
 
     @property

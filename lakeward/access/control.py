@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from lakeward.access import ROOT, current_principal, current_request_id, current_source
 from lakeward.access.audit import AuditLog, AuditRecord
@@ -54,9 +55,14 @@ class AccessControl:
         state.mkdir(parents=True, exist_ok=True)
         master = load_master_key(settings.data_dir)
         self.settings = settings
-        self.principals = Principals(state / "iam.db", secret_key=derive_key(master, "access-keys"))
-        self.secrets = SecretStore(state / "secrets.db", derive_key(master, "secrets"))
-        self.audit = AuditLog(state / "audit.db")
+        url = settings.access.database_url
+
+        def where(name: str) -> str | Path:
+            return url or state / f"{name}.db"
+
+        self.principals = Principals(where("iam"), secret_key=derive_key(master, "access-keys"))
+        self.secrets = SecretStore(where("secrets"), derive_key(master, "secrets"))
+        self.audit = AuditLog(where("audit"))
         self._policies: dict[str, tuple[int, list[tuple[str, PolicyDocument]]]] = {}
         self._lock = threading.Lock()
 
