@@ -21,6 +21,7 @@ ROOT = "root"
 current_principal: ContextVar[str] = ContextVar("lakeward_principal", default=ROOT)
 current_request_id: ContextVar[str | None] = ContextVar("lakeward_request_id", default=None)
 current_source: ContextVar[str] = ContextVar("lakeward_source", default="cli")
+current_context: ContextVar[dict[str, object]] = ContextVar("lakeward_context", default={})  # noqa: B039 - never mutated; each request sets its own
 
 ARN_PREFIX = "arn:lakeward"
 

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lakeward.access import ROOT, current_principal, current_request_id, current_source
+from lakeward.access import (
+    ROOT,
+    current_context,
+    current_principal,
+    current_request_id,
+    current_source,
+)
 from lakeward.access.audit import AuditLog, AuditRecord
 from lakeward.access.keys import derive_key, load_master_key
 from lakeward.access.policy import Decision, PolicyDocument, Request, evaluate, parse_policy
@@ -64,6 +70,7 @@ class AccessControl:
         self.secrets = SecretStore(where("secrets"), derive_key(master, "secrets"))
         self.audit = AuditLog(where("audit"))
         self._policies: dict[str, tuple[int, list[tuple[str, PolicyDocument]]]] = {}
+        self._keys: dict[str, tuple[int, tuple[str, str] | None]] = {}
         self._lock = threading.Lock()
 
     # -- authentication -----------------------------------------------------
@@ -73,15 +80,27 @@ class AccessControl:
         api = self.settings.api
         if api.access_key_id is not None and access_key_id == api.access_key_id:
             return api.secret_access_key
-        found = self.principals.lookup_key(access_key_id)
+        found = self._lookup_key(access_key_id)
         return found[1] if found else None
+
+    def _lookup_key(self, access_key_id: str) -> tuple[str, str] | None:
+        """``lookup_key``, cached until the IAM store changes (every key change bumps it)."""
+        generation = self.principals.generation()
+        with self._lock:
+            cached = self._keys.get(access_key_id)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        found = self.principals.lookup_key(access_key_id)
+        with self._lock:
+            self._keys[access_key_id] = (generation, found)
+        return found
 
     def identify(self, principal: str) -> Identity:
         """An access key id or a user name to the identity it stands for."""
         api = self.settings.api
         if principal in (ROOT, api.access_key_id):
             return Identity(ROOT)
-        found = self.principals.lookup_key(principal)
+        found = self._lookup_key(principal)
         if found is not None:
             self.principals.mark_key_used(principal, datetime.now(UTC))
             return Identity(found[0])
@@ -118,6 +137,7 @@ class AccessControl:
             context={
                 "aws:username": identity.name,
                 "aws:CurrentTime": datetime.now(UTC),
+                **current_context.get(),
                 **(context or {}),
             },
         )

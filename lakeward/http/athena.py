@@ -25,7 +25,12 @@ from botocore.model import ServiceModel
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from lakeward.access import current_principal, current_request_id, current_source
+from lakeward.access import (
+    current_context,
+    current_principal,
+    current_request_id,
+    current_source,
+)
 from lakeward.errors import (
     AccessDenied,
     InvalidRequest,
@@ -68,6 +73,14 @@ def athena_router(
         target = request.headers.get("x-amz-target", "")
         try:
             body = await _read_body(request, max_body_bytes)
+            # Condition keys policies may test (aws:SourceIp, ...); read by the authorizer.
+            current_context.set(
+                {
+                    "aws:SourceIp": request.client.host if request.client else "",
+                    "aws:SecureTransport": request.url.scheme == "https",
+                    "aws:UserAgent": request.headers.get("user-agent", ""),
+                }
+            )
             raw_path = request.scope.get("raw_path")
             # The client signed the path as it sent it, percent-encoding included.
             path = raw_path.decode("latin-1") if raw_path else request.url.path

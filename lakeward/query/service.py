@@ -174,7 +174,7 @@ class QueryService:
             raise InvalidRequest(
                 "ExecutionParameters are not supported; put the values in the query"
             )
-        group = self.get_work_group(workgroup or DEFAULT_WORKGROUP)
+        group = self._work_group(workgroup or DEFAULT_WORKGROUP)
         if group.state != "ENABLED":
             raise InvalidRequest(f"workgroup {group.name} is disabled")
         catalog = (catalog or DEFAULT_CATALOG).lower()
@@ -537,9 +537,16 @@ class QueryService:
     # -- workgroups and named queries ---------------------------------------
 
     def list_work_groups(self) -> list[WorkGroup]:
-        return self.store.workgroups()
+        return [
+            g for g in self.store.workgroups()
+            if self.access.allowed("athena:GetWorkGroup", workgroup_arn(g.name))
+        ]  # fmt: skip
 
     def get_work_group(self, name: str) -> WorkGroup:
+        self.access.authorize("athena:GetWorkGroup", workgroup_arn(name))
+        return self._work_group(name)
+
+    def _work_group(self, name: str) -> WorkGroup:
         for group in self.store.workgroups():
             if group.name == name:
                 return group
@@ -563,7 +570,8 @@ class QueryService:
     ) -> str:
         if len(query) > MAX_QUERY_LENGTH:
             raise InvalidRequest(f"QueryString is longer than {MAX_QUERY_LENGTH} characters")
-        group = self.get_work_group(workgroup or DEFAULT_WORKGROUP)
+        group = self._work_group(workgroup or DEFAULT_WORKGROUP)
+        self.access.authorize("athena:CreateNamedQuery", workgroup_arn(group.name))
         named = NamedQuery(str(uuid.uuid4()), name, database, query, group.name, description)
         return self.store.add_named_query(named, client_request_token)
 
@@ -571,11 +579,15 @@ class QueryService:
         named = self.store.named_query(named_query_id)
         if named is None:
             raise InvalidRequest(f"NamedQuery {named_query_id} was not found")
+        self.access.authorize("athena:GetNamedQuery", workgroup_arn(named.workgroup))
         return named
 
     def list_named_queries(
         self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
     ) -> tuple[list[str], str | None]:
+        self.access.authorize(
+            "athena:ListNamedQueries", workgroup_arn(workgroup or DEFAULT_WORKGROUP)
+        )
         offset = _offset(next_token)
         ids = self.store.named_query_ids(workgroup, offset, max_results + 1)
         return ids[:max_results], _token(offset + max_results) if len(ids) > max_results else None

@@ -207,3 +207,38 @@ def test_bad_policy_is_rejected_with_the_path_of_the_field(stack: Settings) -> N
         "iam", "delete-group", "--group", "SalesGroup", data_dir=stack.data_dir, check=False
     )
     assert in_use.returncode != 0 and "sales_user" in in_use.stderr
+
+
+def test_conditions_see_the_callers_address(stack: Settings) -> None:
+    def policy(cidr: str) -> str:
+        return json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Action": "athena:GetWorkGroup",
+                        "Resource": "arn:lakeward:athena:::workgroup/*",
+                        "Condition": {"IpAddress": {"aws:SourceIp": cidr}},
+                    }
+                ],
+            }
+        )
+
+    def run(*args: str) -> str:
+        return lakeward("iam", *args, data_dir=stack.data_dir).stdout
+
+    run("create-user", "--user", "ip_user")
+    run("create-policy", "--policy", "FromLoopback", "--document", policy("127.0.0.0/8"))
+    run("create-policy", "--policy", "FromTenNet", "--document", policy("10.0.0.0/8"))
+    keys = run("create-access-key", "--user", "ip_user")
+    pair = dict(line.split(" = ") for line in keys.strip().splitlines())
+    client = athena(stack, {k.strip(): v.strip() for k, v in pair.items()})
+    run("attach-user-policy", "--user", "ip_user", "--policy", "FromTenNet")
+    assert client.list_work_groups()["WorkGroups"] == []
+    run("attach-user-policy", "--user", "ip_user", "--policy", "FromLoopback")
+    assert [g["Name"] for g in client.list_work_groups()["WorkGroups"]] == ["primary"]
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError, match="athena:ListNamedQueries"):
+        client.list_named_queries()
