@@ -182,3 +182,31 @@ def test_rerun_replaces_tables_without_duplicates(run: Run) -> None:
     storage = load_storage(settings)
     versions = storage.children(settings.lake.data_bucket, "covid_data/parquet/covid_cases/")
     assert len(versions) == 2 and f"v{report.run_id}" in versions
+
+
+def test_the_download_path_over_http(stack: Settings, spark: object, tmp_path: Path) -> None:
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    source = crafted_files(tmp_path / "mirror", {})
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(source))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings = stack.model_copy(
+        update={
+            "lake": stack.lake.model_copy(update={"data_bucket": "crafted-http"}),
+            "covid": stack.covid.model_copy(update={"database": "crafted_http"}),
+        }
+    )
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/"
+        report = CovidEtl(settings).run(url, spark=spark)  # type: ignore[arg-type]
+        assert [m.rows_loaded for m in report.measures] == [3, 3, 3]
+        assert report.measures[0].source == f"{url}time_series_covid19_confirmed_global.csv"
+        with pytest.raises(InputError, match="HTTP 404.*|failed: HTTP 404"):
+            CovidEtl(settings).run(url + "missing/", spark=spark)  # type: ignore[arg-type]
+    finally:
+        server.shutdown()
+    with pytest.raises(InputError, match="--covid-source"):
+        CovidEtl(settings).run("http://127.0.0.1:9/", spark=spark)  # type: ignore[arg-type]
