@@ -262,8 +262,10 @@ def test_output_location_honoured_unless_the_workgroup_enforces_its_own(
     lake = service.settings.lake_root
     own = f"{lake}/{service.settings.lake.data_bucket}/my-results"
     service.put_work_group(WorkGroup(name="open", enforce_configuration=False))
-    mine = wait(service, service.start_query_execution("SELECT 1 AS x", workgroup="open",
-                                                       output_location=own))  # fmt: skip
+    mine = wait(
+        service,
+        service.start_query_execution("SELECT 1 AS x", workgroup="open", output_location=own),
+    )
     assert mine.output_location == f"{own}/{mine.id}.csv"
     assert Path(mine.output_location.removeprefix("file://")).is_file()
     enforced = wait(service, service.start_query_execution("SELECT 1 AS x", output_location=own))
@@ -282,3 +284,34 @@ def test_concurrent_queries_beyond_the_cap_wait_in_the_queue(service: QueryServi
     service.stop_query_execution(first)
     done = wait(service, second)
     assert done.state == QueryState.SUCCEEDED and done.statistics.queue_ms >= 400
+
+
+def test_history_named_queries_and_workgroups(service: QueryService) -> None:
+    wait(service, service.start_query_execution("SELECT 0 AS zero"))
+    first = wait(service, service.start_query_execution("SELECT 1 AS one"))
+    ids, token = service.list_query_executions(max_results=1)
+    assert ids == [first.id] and token is not None
+    more, _ = service.list_query_executions(next_token=token, max_results=50)
+    assert first.id not in more and len(more) >= 1
+    found, missing = service.batch_get_query_execution([first.id, "no-such-id"])
+    assert [e.id for e in found] == [first.id] and missing[0][0] == "no-such-id"
+
+    named = service.create_named_query(
+        "italy",
+        "default",
+        "SELECT * FROM covid_deaths WHERE country = 'Italy'",
+        description="deaths in Italy",
+        client_request_token="named-1",
+    )
+    assert (
+        service.create_named_query("italy", "default", "SELECT 1", client_request_token="named-1")
+        == named
+    )
+    saved = service.get_named_query(named)
+    assert (saved.name, saved.database, saved.workgroup) == ("italy", "default", "primary")
+    assert named in service.list_named_queries()[0]
+    _, rows = run(service, saved.query, database=saved.database)
+    assert len(rows) == 1143 and {r[1] for r in rows} == {"Italy"}
+    assert "primary" in [g.name for g in service.list_work_groups()]
+    with pytest.raises(InvalidRequest, match="WorkGroup nowhere is not found"):
+        service.start_query_execution("SELECT 1", workgroup="nowhere")
