@@ -1,6 +1,6 @@
 """Benchmark of access control: policy decisions, and what auth costs an Athena API call.
 
-    /tmp/venv/bin/python bench/authz.py [--decisions 20000] [--components 3000]
+    .venv/bin/python bench/authz.py [--decisions 20000] [--components 3000]
         [--requests 3000] [--database-url postgresql://...] [--snapshot REV]
         [--json FILE] [--keep]
 

@@ -1,6 +1,6 @@
 """Benchmark of the covid ETL: the real JHU files, then 10x/30x/100x the rows, Spark vs DuckDB.
 
-    /tmp/venv/bin/python bench/etl.py [--source DIR] [--scales 10,30,100] [--keep]
+    .venv/bin/python bench/etl.py [--source DIR] [--scales 10,30,100] [--keep]
 
 In one run it
 
@@ -51,7 +51,8 @@ from lakeward.ingest.covid import CovidEtl, EtlReport  # noqa: E402
 from lakeward.metastore.node import MetastoreNode  # noqa: E402
 from lakeward.progress import Progress, Step  # noqa: E402
 
-DEFAULT_SOURCE = "/work/shared/data/jhu_csse"
+# The JHU files as the test suite finds them: ../shared/data/jhu_csse beside the repository.
+DEFAULT_SOURCE = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "jhu_csse")
 DEFAULT_SCALES = "10,30,100"
 DEFAULT_DRIVER_MEMORY = "6g"
 TARGET_FULL_WALL = 30.0  # s, real files, including Spark start

@@ -1,6 +1,6 @@
 """Benchmark of the SQL service: the seed query through the Athena API, Spark and DuckDB.
 
-    /tmp/venv/bin/python bench/query.py [--snapshot HEAD] [--data-dir DIR] [--runs 200]
+    .venv/bin/python bench/query.py [--snapshot HEAD] [--data-dir DIR] [--runs 200]
 
 In one run it
 
@@ -80,7 +80,8 @@ SEED_WHERE = (
 CATALOG, DATABASE, TABLE = "demo_hive_metastore", "default", "covid_confirmed_cases"
 SEED_QUERY = f"SELECT * FROM {CATALOG}.{DATABASE}.{TABLE} WHERE {SEED_WHERE}"
 SPARK_WORKGROUP = "spark"
-DEFAULT_SOURCE = "/work/shared/data/jhu_csse"
+# The JHU files as the test suite finds them: ../shared/data/jhu_csse beside the repository.
+DEFAULT_SOURCE = str(Path(__file__).resolve().parents[2] / "shared" / "data" / "jhu_csse")
 DONE = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 TARGET_API_P50 = 0.050  # s
