@@ -8,7 +8,6 @@ CI=true.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -19,46 +18,11 @@ from sqlalchemy.exc import DBAPIError
 
 from lakeward.access.audit import GENESIS, AuditLog, AuditRecord, audit_log
 from lakeward.errors import InvalidRequest
-from tests.helpers import need
 
-PG_SERVER = "host=127.0.0.1 port=5432 user=postgres"
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 # -- backends ---------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def postgres_db() -> Iterator[str]:
-    """A fresh PostgreSQL database for this module, dropped afterwards."""
-    try:
-        import psycopg
-    except ImportError:
-        need(False, "psycopg is not installed: pip install 'psycopg[binary]'")
-    name = f"lakeward_test_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as e:
-        need(False, f"no PostgreSQL server at 127.0.0.1:5432: {e}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
-    """Where a log lives: a SQLite file, or a schema of its own in PostgreSQL."""
-    if request.param == "sqlite":
-        return tmp_path / "audit.db"
-    import psycopg
-
-    dbname = request.getfixturevalue("postgres_db")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_SERVER, dbname=dbname, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{dbname}?options=-csearch_path%3D{schema}"
 
 
 @pytest.fixture
