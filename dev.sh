@@ -43,6 +43,13 @@ install() {
     apt_install openjdk-17-jre-headless || apt_install default-jre-headless
   fi
   command -v ps >/dev/null || apt_install procps  # Spark's launch scripts use ps
+  # JDBC drivers of the PostgreSQL and MySQL/MariaDB metastore backends, and
+  # Chromium for the console's browser tests.
+  local missing=()
+  [ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)
+  [ -f /usr/share/java/mariadb-java-client.jar ] || missing+=(libmariadb-java)
+  command -v chromium >/dev/null || missing+=(chromium)
+  [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
   if [ ! -x "$VENV/bin/python" ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
     python3 -m venv "$VENV"
