@@ -14,6 +14,7 @@ code the CLI ends with. Nothing else should reach a user as a stack trace.
     ├── StackError           the stack's processes (start, stop, ports, pid files)
     ├── InputError           input data does not have the expected layout
     ├── InvalidRequest       a request refused as malformed or not allowed
+    │   └── PayloadTooLarge  a request body over its limit
     ├── ResourceNotFound     a catalog, database, table, query or workgroup that is not there
     ├── AccessDenied         the caller may not do this
     │   └── Unauthenticated  not signed in, or wrong credentials
@@ -75,6 +76,10 @@ class InvalidRequest(LakewardError):
     """A request refused as malformed or not allowed (Athena's InvalidRequestException)."""
 
     http_status = 400
+
+
+class PayloadTooLarge(InvalidRequest):
+    http_status = 413
 
 
 class ResourceNotFound(LakewardError):
