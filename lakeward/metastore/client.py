@@ -1,16 +1,19 @@
 """A Hive Metastore client over Thrift that takes several node URIs.
 
-The metastore is stateless over its database, so any node answers any call.
-The client keeps one connection; when a call fails at the transport level it
-moves on to the next node and repeats the call, so a dead node costs one
-connect timeout, not an error. Errors the metastore itself raises (no such
-table, already exists) are not retried.
+Every call goes through ``Failover`` (node choice, connect and call timeouts,
+retries on the next node); reads are repeated freely, and each mutation comes
+with a check of whether it was applied, so that a create or alter whose answer
+was lost is never applied twice nor reported as failed when it took. Errors
+the metastore itself raises (no such table, already exists) are not retried.
+
+An optional metadata cache (``cache_ttl``) keeps what the reads return for a
+few seconds: shared by the clients of one URI list in the process, and cleared
+for a table whenever one of them changes it.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,11 +22,10 @@ from urllib.parse import urlparse
 
 from pymetastore.hive_metastore import ThriftHiveMetastore
 from pymetastore.hive_metastore import ttypes as hive
-from thrift.protocol import TBinaryProtocol
 from thrift.Thrift import TException
-from thrift.transport import TSocket, TTransport
 
 from lakeward.errors import MetastoreError, TableNotFound
+from lakeward.metastore.failover import Check, Failover
 
 T = TypeVar("T")
 
@@ -57,6 +59,12 @@ class TableInfo:
     serde: str | None = None
 
 
+@dataclass(frozen=True)
+class PartitionInfo:
+    values: list[str]  # one per partition key, in the keys' order
+    location: str
+
+
 def parse_uris(uris: str | Sequence[str]) -> list[tuple[str, int]]:
     """``thrift://host:port`` URIs (a list or a comma-separated string) to addresses."""
     items = uris.split(",") if isinstance(uris, str) else list(uris)
@@ -72,27 +80,35 @@ def parse_uris(uris: str | Sequence[str]) -> list[tuple[str, int]]:
 
 
 class MetastoreClient:
-    """Thread-safe client over one or more metastore nodes."""
+    """Thread-safe client over one or more metastore nodes.
+
+    ``connect_timeout`` bounds reaching a node, ``timeout`` one call on it
+    (long enough for a slow DDL; a node that died is noticed at once anyway,
+    by its closed connection). ``cache_ttl`` > 0 turns the metadata cache on.
+    """
 
     def __init__(
         self,
         uris: str | Sequence[str],
-        timeout: float = 10.0,
+        timeout: float = 30.0,
         rounds: int = 3,
-        retry_delay: float = 1.0,
+        retry_delay: float = 0.5,
+        connect_timeout: float = 1.0,
+        cache_ttl: float = 0.0,
     ) -> None:
         self.addresses = parse_uris(uris)
-        self.timeout = timeout
-        self.rounds = rounds
-        self.retry_delay = retry_delay
-        self._current = 0
-        self._transport: TTransport.TTransportBase | None = None
-        self._client: ThriftHiveMetastore.Client | None = None
-        self._lock = threading.RLock()
+        self.cache_ttl = cache_ttl
+        self._failover = Failover(self.addresses, timeout, connect_timeout, rounds, retry_delay)
 
     @property
     def uris(self) -> list[str]:
         return [f"thrift://{host}:{port}" for host, port in self.addresses]
+
+    @property
+    def current_uri(self) -> str:
+        """The node calls go to first (the last one that answered)."""
+        host, port = self.addresses[self._failover.nodes.preferred]
+        return f"thrift://{host}:{port}"
 
     def __enter__(self) -> MetastoreClient:
         return self
@@ -101,70 +117,63 @@ class MetastoreClient:
         self.close()
 
     def close(self) -> None:
-        with self._lock:
-            if self._transport is not None:
-                self._transport.close()
-            self._transport = self._client = None
+        self._failover.close()
 
-    def _connect(self) -> ThriftHiveMetastore.Client:
-        host, port = self.addresses[self._current]
-        sock = TSocket.TSocket(host, port)
-        sock.setTimeout(int(self.timeout * 1000))
-        transport = TTransport.TBufferedTransport(sock)
-        transport.open()
-        self._transport = transport
-        self._client = ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
-        return self._client
+    # -- metadata cache -----------------------------------------------------
 
-    def call(self, operation: Callable[[ThriftHiveMetastore.Client], T]) -> T:
-        """Run ``operation`` on a live node, failing over between nodes."""
-        with self._lock:
-            failures: list[str] = []
-            for attempt in range(self.rounds * len(self.addresses)):
-                try:
-                    client = self._client or self._connect()
-                    return operation(client)
-                except (TimeoutError, TTransport.TTransportException, OSError, EOFError) as exc:
-                    host, port = self.addresses[self._current]
-                    failures.append(f"{host}:{port}: {exc}")
-                    self.close()
-                    self._current = (self._current + 1) % len(self.addresses)
-                    if (attempt + 1) % len(self.addresses) == 0:
-                        time.sleep(self.retry_delay)
-            raise MetastoreError(
-                "no metastore node answered ("
-                + "; ".join(dict.fromkeys(failures))
-                + "); is the metastore running? try: lakeward metastore status"
-            )
+    def cached(self, key: tuple[str, ...], load: Callable[[], T]) -> T:
+        """``load()``, or what it returned less than ``cache_ttl`` seconds ago."""
+        if self.cache_ttl <= 0:
+            return load()
+        nodes = self._failover.nodes
+        now = time.monotonic()
+        hit = nodes.cache.get(key)
+        if hit is not None and now - hit[0] < self.cache_ttl:
+            return hit[1]  # type: ignore[no-any-return]
+        generation = nodes.generation
+        value = load()
+        with nodes.lock:
+            if nodes.generation == generation:  # no invalidation since the load began
+                nodes.cache[key] = (now, value)
+        return value
 
-    # -- catalog operations -------------------------------------------------
+    def invalidate(self, database: str | None = None, table: str | None = None) -> None:
+        """Forget cached metadata: all of it, a database's, or one table's."""
+        nodes = self._failover.nodes
+        with nodes.lock:
+            nodes.generation += 1
+            if database is None:
+                nodes.cache.clear()
+                return
+            for key in list(nodes.cache):
+                if key[0] == "databases" or (
+                    key[1] == database and (table is None or len(key) == 2 or key[2] == table)
+                ):
+                    del nodes.cache[key]
+
+    # -- reads ----------------------------------------------------------------
 
     def ping(self) -> bool:
         try:
-            self.call(lambda c: c.get_all_databases())
+            self._failover.read("get_all_databases")
         except MetastoreError:
             return False
         return True
 
     def databases(self) -> list[str]:
-        return list(self.call(lambda c: c.get_all_databases()))
+        return self.cached(("databases",), lambda: list(self._failover.read("get_all_databases")))
 
     def tables(self, database: str) -> list[str]:
-        return list(self._checked(lambda c: c.get_all_tables(database), database))
-
-    def create_database(self, name: str, location: str, description: str = "") -> None:
-        """Create a database unless it exists."""
-        db = hive.Database(name=name, description=description, locationUri=location, parameters={})
-        try:
-            self.call(lambda c: c.create_database(db))
-        except hive.AlreadyExistsException:
-            pass
-        except TException as exc:
-            raise MetastoreError(f"creating database {name}: {_message(exc)}") from None
+        return self.cached(
+            ("tables", database),
+            lambda: list(self._checked(database, "get_all_tables", database)),
+        )
 
     def table(self, database: str, name: str) -> TableInfo:
-        raw = self._checked(lambda c: c.get_table(database, name), f"{database}.{name}")
-        return _table_info(raw)
+        return self.cached(
+            ("table", database, name),
+            lambda: _table_info(self._checked(f"{database}.{name}", "get_table", database, name)),
+        )
 
     def table_exists(self, database: str, name: str) -> bool:
         try:
@@ -172,6 +181,31 @@ class MetastoreClient:
         except TableNotFound:
             return False
         return True
+
+    def partitions(self, database: str, name: str) -> list[PartitionInfo]:
+        """Every partition of a table, with its location."""
+
+        def load() -> list[PartitionInfo]:
+            raw = self._checked(f"{database}.{name}", "get_partitions", database, name, -1)
+            return [PartitionInfo(list(p.values), p.sd.location) for p in raw]
+
+        return self.cached(("partitions", database, name), load)
+
+    # -- mutations ------------------------------------------------------------
+
+    def create_database(self, name: str, location: str, description: str = "") -> None:
+        """Create a database unless it exists."""
+        db = hive.Database(name=name, description=description, locationUri=location, parameters={})
+        self._mutate(
+            name, None, "create_database", db, applied=_database_exists(name), exists_ok=True
+        )
+
+    def drop_database(self, name: str, cascade: bool = False) -> None:
+        """Drop a database (``cascade``: with its tables' definitions; data stays)."""
+        exists = _database_exists(name)
+        self._mutate(
+            name, None, "drop_database", name, False, cascade, applied=lambda c: not exists(c)
+        )
 
     def put_external_table(self, table: TableInfo) -> None:
         """Create the table, or point the existing one at the new location and columns.
@@ -181,25 +215,119 @@ class MetastoreClient:
         or the new one, never a mix.
         """
         thrift_table = _thrift_table(table)
-        if self.table_exists(table.database, table.name):
-            self._checked(
-                lambda c: c.alter_table(table.database, table.name, thrift_table),
-                f"{table.database}.{table.name}",
+        db, name = table.database, table.name
+        try:
+            self._failover.read("get_table", db, name)
+        except hive.NoSuchObjectException:
+            created = self._mutate(
+                db, name, "create_table", thrift_table, applied=_holds(table), exists_ok=True
             )
-        else:
-            self._checked(lambda c: c.create_table(thrift_table), f"{table.database}.{table.name}")
+            if created:
+                return
+            # created meanwhile by another writer: replaced below, as any existing table
+        except TException as exc:
+            raise MetastoreError(f"metastore call on {db}.{name} failed: {_message(exc)}") from None
+        self._mutate(db, name, "alter_table", db, name, thrift_table, applied=_holds(table))
 
     def drop_table(self, database: str, name: str) -> None:
         """Drop a table's definition (external data stays in the lake)."""
-        self._checked(lambda c: c.drop_table(database, name, False), f"{database}.{name}")
 
-    def _checked(self, operation: Callable[[ThriftHiveMetastore.Client], T], what: str) -> T:
+        def gone(client: ThriftHiveMetastore.Client) -> bool:
+            try:
+                client.get_table(database, name)
+            except hive.NoSuchObjectException:
+                return True
+            return False
+
+        self._mutate(database, name, "drop_table", database, name, False, applied=gone)
+
+    def add_partitions(self, database: str, name: str, partitions: list[PartitionInfo]) -> None:
+        """Register partitions of a table (one metastore transaction: all or none)."""
+        table = self._checked(f"{database}.{name}", "get_table", database, name)
+        parts = [_thrift_partition(table, p) for p in partitions]
+
+        def present(client: ThriftHiveMetastore.Client) -> bool:
+            stored = {
+                tuple(p.values): p.sd.location for p in client.get_partitions(database, name, -1)
+            }
+            return all(_same_location(stored.get(tuple(p.values)), p.location) for p in partitions)
+
+        self._mutate(database, name, "add_partitions", parts, applied=present)
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _mutate(
+        self,
+        database: str,
+        table: str | None,
+        method: str,
+        *args: Any,
+        applied: Check,
+        exists_ok: bool = False,
+    ) -> bool:
+        """Run a mutation; False if it creates what exists already and ``exists_ok``."""
+        what = database if table is None else f"{database}.{table}"
         try:
-            return self.call(operation)
+            self._failover.mutate(method, *args, applied=applied)
+        except hive.AlreadyExistsException as exc:
+            if exists_ok:
+                return False
+            raise MetastoreError(f"{method} of {what} failed: {_message(exc)}") from None
+        except hive.NoSuchObjectException:
+            raise TableNotFound(f"{what} does not exist in the metastore") from None
+        except TException as exc:
+            raise MetastoreError(f"{method} of {what} failed: {_message(exc)}") from None
+        finally:
+            self.invalidate(database, table)
+        return True
+
+    def _checked(self, what: str, method: str, *args: Any) -> Any:
+        try:
+            return self._failover.read(method, *args)
         except hive.NoSuchObjectException:
             raise TableNotFound(f"{what} does not exist in the metastore") from None
         except TException as exc:
             raise MetastoreError(f"metastore call on {what} failed: {_message(exc)}") from None
+
+
+def _database_exists(name: str) -> Check:
+    def exists(client: ThriftHiveMetastore.Client) -> bool:
+        try:
+            client.get_database(name)
+        except hive.NoSuchObjectException:
+            return False
+        return True
+
+    return exists
+
+
+def _holds(table: TableInfo) -> Check:
+    """Whether the metastore's table is ``table`` as we wrote it (what a lost create/alter did)."""
+
+    def check(client: ThriftHiveMetastore.Client) -> bool:
+        try:
+            stored = _table_info(client.get_table(table.database, table.name))
+        except hive.NoSuchObjectException:
+            return False
+        return (
+            _same_location(stored.location, table.location)
+            and [(c.name, c.type) for c in stored.columns]
+            == [(c.name, c.type) for c in table.columns]
+            and [c.name for c in stored.partition_keys] == [c.name for c in table.partition_keys]
+            and table.parameters.items() <= stored.parameters.items()
+        )
+
+    return check
+
+
+def _same_location(stored: str | None, ours: str) -> bool:
+    """The metastore stores ``file:///x`` as ``file:/x``; compare the two as one."""
+
+    def key(uri: str) -> str:
+        uri = uri.rstrip("/")
+        return "file:/" + uri[len("file:///") :] if uri.startswith("file:///") else uri
+
+    return stored is not None and key(stored) == key(ours)
 
 
 def _message(exc: TException) -> str:
@@ -232,6 +360,18 @@ def _thrift_table(table: TableInfo) -> Any:
         partitionKeys=[hive.FieldSchema(c.name, c.type, c.comment) for c in table.partition_keys],
         parameters={"EXTERNAL": "TRUE", **table.parameters},
         tableType="EXTERNAL_TABLE",
+    )
+
+
+def _thrift_partition(table: Any, partition: PartitionInfo) -> Any:
+    storage = hive.StorageDescriptor(**{**table.sd.__dict__, "location": partition.location})
+    return hive.Partition(
+        values=list(partition.values),
+        dbName=table.dbName,
+        tableName=table.tableName,
+        createTime=int(time.time()),
+        sd=storage,
+        parameters={},
     )
 
 

@@ -1,74 +1,47 @@
 """Data catalogs: named Hive Metastores the SQL service reads tables from.
 
 A HIVE catalog's connector is lakeward's Thrift client (failover across the
-catalog's metastore URIs) with a metadata cache: table definitions change
-rarely and are read on every query, so they are kept for ``ttl`` seconds and
-can be invalidated explicitly (after an ETL run re-points a table).
+catalog's metastore URIs) with its metadata cache on: table definitions change
+rarely and are read on every query, so they are kept for ``ttl`` seconds,
+cleared when a client in this process changes the table, and can be
+invalidated explicitly (after an ETL run in another process re-points a table).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import threading
-import time
-from collections.abc import Callable
-from typing import TypeVar
 
 from lakeward.errors import InvalidRequest, ResourceNotFound, TableNotFound
 from lakeward.metastore.client import MetastoreClient, TableInfo, parse_uris
 from lakeward.query.model import DataCatalog
 from lakeward.query.store import Store
 
-T = TypeVar("T")
-
 URIS_PARAMETER = "metastore-uris"
 CATALOG_TYPES = ("HIVE",)
 
 
 class HiveConnector:
-    """Metadata of one catalog, from its metastore, cached."""
+    """Metadata of one catalog, from its metastore, cached for ``ttl`` seconds."""
 
     def __init__(self, uris: list[str], ttl: float = 30.0) -> None:
-        self.client = MetastoreClient(uris, timeout=5.0)
-        self.ttl = ttl
-        self._cache: dict[tuple[str, ...], tuple[float, object]] = {}
-        self._lock = threading.Lock()
-
-    def _cached(self, key: tuple[str, ...], load: Callable[[], T]) -> T:
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None and now - hit[0] < self.ttl:
-            return hit[1]  # type: ignore[return-value]
-        value = load()
-        with self._lock:
-            self._cache[key] = (now, value)
-        return value
+        self.client = MetastoreClient(uris, timeout=5.0, cache_ttl=ttl)
 
     def invalidate(self, database: str | None = None, table: str | None = None) -> None:
         """Forget cached metadata: all of it, a database's, or one table's."""
-        with self._lock:
-            if database is None:
-                self._cache.clear()
-                return
-            for key in [k for k in self._cache if len(k) > 1 and k[1] == database]:
-                if table is None or key[-1] == table:
-                    del self._cache[key]
-            self._cache.pop(("databases",), None)
+        self.client.invalidate(database, table)
 
     def databases(self) -> list[str]:
-        return self._cached(("databases",), self.client.databases)
+        return self.client.databases()
 
     def tables(self, database: str) -> list[str]:
         self.require_database(database)
-        return self._cached(("tables", database), lambda: self.client.tables(database))
+        return self.client.tables(database)
 
     def table(self, database: str, name: str) -> TableInfo:
         self.require_database(database)
         try:
-            return self._cached(
-                ("table", database, name), lambda: self.client.table(database, name)
-            )
+            return self.client.table(database, name)
         except TableNotFound:
             raise ResourceNotFound(f"table {database}.{name} does not exist") from None
 
