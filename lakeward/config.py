@@ -143,6 +143,56 @@ class AccessSettings(_Section):
         return value
 
 
+DATASET_NAME = r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"
+
+
+class ErasureDataset(_Section):
+    """A data mapper: where a dataset of the lake lives, how to read it, where its user ids are."""
+
+    name: str = Field(pattern=DATASET_NAME)
+    prefix: str = Field(
+        min_length=1, description="<bucket>/<key prefix> of the dataset's objects in the lake"
+    )
+    format: Literal["jsonl", "csv", "parquet", "filename", "sidecar"]
+    compression: Literal["none", "gzip", "auto"] = Field(
+        default="auto", description="auto: gzip when the key ends in .gz or the data does"
+    )
+    id_columns: list[str] = Field(
+        default_factory=lambda: ["user_id"],
+        min_length=1,
+        description="Column names or JSON paths ($.user.id); several make a composite id",
+    )
+
+
+class ErasureRelational(_Section):
+    """A relational storage layer: a table of a database and the column holding user ids."""
+
+    name: str = Field(pattern=DATASET_NAME)
+    url: str = Field(min_length=1, description="SQLAlchemy URL (sqlite:///..., postgresql://...)")
+    database: str | None = Field(
+        default=None, pattern=DATASET_NAME, description="Database part of locations; None: name"
+    )
+    table: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]{0,127}$")
+    column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+class ErasureSettings(_Section):
+    database_url: str | None = Field(
+        default=None,
+        description="The erasure index; None: SQLite at <data dir>/erasure/index.db "
+        "(e.g. postgresql://user@host/lakeward for scale)",
+    )
+    datasets: list[ErasureDataset] = Field(default_factory=list)
+    relational: list[ErasureRelational] = Field(default_factory=list)
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("sqlite:", "postgresql:", "postgresql+")):
+            raise ValueError(f"must be a sqlite: or postgresql: URL, not {value!r}")
+        return value
+
+
 class CovidSettings(_Section):
     source: str = Field(
         default=JHU_TIME_SERIES_URL,
@@ -164,6 +214,7 @@ class Settings(BaseModel):
     api: ApiSettings = Field(default_factory=ApiSettings)
     access: AccessSettings = Field(default_factory=AccessSettings)
     covid: CovidSettings = Field(default_factory=CovidSettings)
+    erasure: ErasureSettings = Field(default_factory=ErasureSettings)
 
     @property
     def lake_root(self) -> str:

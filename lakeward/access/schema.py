@@ -173,35 +173,51 @@ _PG_LOCK_KEY = 0x6C616B65_61636373  # "lakeacss"
 
 def migrate(engine: Engine) -> int:
     """Bring the database to ``LATEST``; return the version it was at before."""
+    return run_migrations(engine, COMPONENT, MIGRATIONS, _PG_LOCK_KEY, "access")
+
+
+def run_migrations(
+    engine: Engine,
+    component: str,
+    migrations: list[Callable[[Connection], None]],
+    lock_key: int,
+    label: str,
+) -> int:
+    """Apply the ``migrations`` a database lacks for ``component``, in one transaction.
+
+    Shared by every lakeward store that keeps its own tables (``label`` names
+    the store in errors); returns the version the database was at before.
+    """
+    latest = len(migrations)
     with writer(engine).begin() as conn:
         if conn.dialect.name == "postgresql":
             # Two processes starting at once must not both create the tables.
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
-        current = current_version(conn)
-        if current > LATEST:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
+        current = current_version(conn, component)
+        if current > latest:
             raise ConfigError(
-                f"the access database {engine.url.render_as_string(hide_password=True)} is at "
-                f"schema version {current}, newer than this lakeward knows ({LATEST}); "
+                f"the {label} database {engine.url.render_as_string(hide_password=True)} is at "
+                f"schema version {current}, newer than this lakeward knows ({latest}); "
                 "upgrade lakeward, or point it at another database"
             )
-        for step in MIGRATIONS[current:]:
+        for step in migrations[current:]:
             step(conn)
         if current == 0:
-            conn.execute(insert(schema_version).values(component=COMPONENT, version=LATEST))
-        elif current < LATEST:
+            conn.execute(insert(schema_version).values(component=component, version=latest))
+        elif current < latest:
             conn.execute(
                 update(schema_version)
-                .where(schema_version.c.component == COMPONENT)
-                .values(version=LATEST)
+                .where(schema_version.c.component == component)
+                .values(version=latest)
             )
     return current
 
 
-def current_version(conn: Connection) -> int:
+def current_version(conn: Connection, component: str = COMPONENT) -> int:
     if not inspect(conn).has_table(schema_version.name):
         schema_version.create(conn)
         return 0
-    query = select(schema_version.c.version).where(schema_version.c.component == COMPONENT)
+    query = select(schema_version.c.version).where(schema_version.c.component == component)
     return int(conn.execute(query).scalar() or 0)
 
 

@@ -1,0 +1,44 @@
+"""Right to erasure: the index of where each user's data is, and (later) its purge.
+
+Layout:
+
+* ``mappers``  -- data mappers: which datasets are indexed, format, id columns
+  (settings ``[erasure]`` plus datasets registered in the index database);
+* ``index``    -- the index metastore (``IndexStore``: schema, changes, lookups);
+* ``indexers`` -- per format, one object (or relational table) -> entries;
+* ``service``  -- ``ErasureIndexService``, the core the CLI, HTTP and events call;
+* ``demo``     -- ``lakeward demo-data gdpr``, a generated multi-user lake.
+"""
+
+from lakeward.erasure.index import Holding, IndexedObject, IndexStore, LocationEntry
+from lakeward.erasure.mappers import (
+    COMPOSITE_SEPARATOR,
+    DatasetMapper,
+    Mappers,
+    RelationalMapper,
+    composite_id,
+)
+from lakeward.erasure.service import (
+    FIND_ACTION,
+    ErasureIndexService,
+    UserFindings,
+    index_location,
+    user_arn,
+)
+
+__all__ = [
+    "COMPOSITE_SEPARATOR",
+    "FIND_ACTION",
+    "DatasetMapper",
+    "ErasureIndexService",
+    "Holding",
+    "IndexStore",
+    "IndexedObject",
+    "LocationEntry",
+    "Mappers",
+    "RelationalMapper",
+    "UserFindings",
+    "composite_id",
+    "index_location",
+    "user_arn",
+]

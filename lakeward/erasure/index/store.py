@@ -1,0 +1,496 @@
+"""``IndexStore``: the index metastore on SQLite or PostgreSQL.
+
+    store = IndexStore("sqlite:///idx.db")           # or a path, or postgresql://...
+    store.replace_object(indexed, sequencer="0055AED6DCD90281E5")
+    store.find(["user-1"])  # {"user-1": [Holding(layer="lake", location="s3://...", ...)]}
+
+Ordering. ``replace_object`` and ``remove_object`` may be called with events
+out of order and more than once: each source row keeps the sequencer of the
+last change applied (S3's rule: compare sequencers of one key as hex strings
+left-padded to the same width), and a change whose sequencer is not newer is
+ignored. Without sequencers (a batch build, a file watcher) a replace with the
+eTag already stored is ignored as a duplicate. A removal leaves a tombstone
+row (``deleted``), so an older create arriving after it changes nothing.
+
+Every change of one source is one transaction: its old entries go in the
+same transaction that writes the new ones, so a lookup never sees a mix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from lakeward.erasure.index import schema
+from lakeward.erasure.index.schema import (
+    counters,
+    datasets,
+    dead_letters,
+    locations,
+    objects,
+    open_index_engine,
+    records,
+    writer,
+)
+from lakeward.erasure.mappers import (
+    LAKE_LAYER,
+    DatasetMapper,
+    RelationalMapper,
+    mapper_from_spec,
+    mapper_to_spec,
+)
+
+SEQUENCER_WIDTH = 32
+_BATCH = 10_000  # rows per executemany: large enough to amortise, small enough for memory
+
+
+def pad_sequencer(sequencer: str | None) -> str | None:
+    """A sequencer in its stored form: upper-case hex, left-padded so string order is numeric."""
+    if not sequencer:
+        return None
+    return sequencer.upper().rjust(SEQUENCER_WIDTH, "0")
+
+
+@dataclass(frozen=True)
+class LocationEntry:
+    """An object-level entry: the user's data is at ``location`` (``records`` None: all of it)."""
+
+    user_id: str
+    location: str
+    records: int | None = None
+    layer: str = LAKE_LAYER
+
+
+@dataclass
+class IndexedObject:
+    """What an indexer read from one source, ready to replace its entries in the index."""
+
+    uri: str
+    dataset: str
+    etag: str | None
+    records: int = 0
+    """Records read (lines, CSV records, rows, or objects for object-level datasets)."""
+    records_without_id: int = 0
+    entries: list[tuple[str, int]] = field(default_factory=list)
+    """(user id, position) record-level entries."""
+    locations: list[LocationEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Holding:
+    """One place holding a user's data, as ``find`` returns it."""
+
+    layer: str  # "lake" or "database"
+    dataset: str
+    location: str  # a full object URI, or database.table.column
+    records: int | None  # None: the whole object belongs to the user
+    positions: tuple[int, ...]  # record positions; empty for object-level entries
+    etag: str | None  # of the object when it was indexed
+
+
+@dataclass(frozen=True)
+class ObjectRow:
+    uri: str
+    dataset: str
+    etag: str | None
+    sequencer: str | None
+    indexed_at: datetime
+    records: int
+    records_without_id: int
+    deleted: bool
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    source: str
+    reason: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    objects: int
+    record_entries: int
+    location_entries: int
+    records_without_id: int
+    dead_letters: int
+    last_indexed_at: datetime | None
+    counters: dict[str, int]
+    recent_dead_letters: list[DeadLetter]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _aware(moment: datetime) -> datetime:
+    # SQLite hands back naive datetimes; everything stored is UTC.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _row(r: Any) -> ObjectRow:
+    return ObjectRow(
+        uri=r.uri,
+        dataset=r.dataset,
+        etag=r.etag,
+        sequencer=r.sequencer,
+        indexed_at=_aware(r.indexed_at),
+        records=r.records,
+        records_without_id=r.records_without_id,
+        deleted=r.deleted,
+    )
+
+
+class IndexStore:
+    """The index metastore. Thread-safe; several processes may share one database."""
+
+    def __init__(self, url_or_path: str | Path) -> None:
+        self.engine = open_index_engine(url_or_path)
+        self._writer = writer(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    # -- changes -------------------------------------------------------------
+
+    def replace_object(self, indexed: IndexedObject, sequencer: str | None = None) -> bool:
+        """Make ``indexed`` the source's entries; False when ignored as stale or a duplicate."""
+        seq = pad_sequencer(sequencer)
+        with self._writer.begin() as conn:
+            current = self._lock_source(conn, indexed.uri, indexed.dataset)
+            if not _newer(seq, indexed.etag, current):
+                return False
+            self._clear(conn, current.id)
+            conn.execute(
+                update(objects)
+                .where(objects.c.id == current.id)
+                .values(
+                    dataset=indexed.dataset,
+                    etag=indexed.etag,
+                    sequencer=max(filter(None, (seq, current.sequencer)), default=None),
+                    indexed_at=_now(),
+                    records=indexed.records,
+                    records_without_id=indexed.records_without_id,
+                    deleted=False,
+                )
+            )
+            self._insert_entries(conn, current.id, indexed)
+        return True
+
+    def remove_object(self, uri: str, sequencer: str | None = None) -> bool:
+        """Drop a source's entries (the object was deleted); False when stale or unknown."""
+        seq = pad_sequencer(sequencer)
+        with self._writer.begin() as conn:
+            current = conn.execute(
+                select(objects).where(objects.c.uri == uri).with_for_update()
+            ).first()
+            if current is None:
+                if seq is None:
+                    return False
+                # Remember the removal, so a create with an older sequencer arriving later is
+                # recognised as stale.
+                self._lock_source(conn, uri, "")
+                conn.execute(
+                    update(objects).where(objects.c.uri == uri).values(deleted=True, sequencer=seq)
+                )
+                return True
+            if seq is not None and current.sequencer is not None and seq <= current.sequencer:
+                return False
+            if current.deleted and seq is None:
+                return False
+            self._clear(conn, current.id)
+            conn.execute(
+                update(objects)
+                .where(objects.c.id == current.id)
+                .values(
+                    deleted=True,
+                    etag=None,
+                    records=0,
+                    records_without_id=0,
+                    indexed_at=_now(),
+                    sequencer=seq or current.sequencer,
+                )
+            )
+        return True
+
+    def bulk_load(self, batch: Iterable[IndexedObject]) -> int:
+        """Replace the entries of many sources in one transaction; returns the entries written.
+
+        The fast path of batch builds: no sequencer checks (the caller read the
+        objects as they are now); COPY on PostgreSQL, executemany batches on SQLite.
+        """
+        written = 0
+        with self._writer.begin() as conn:
+            for indexed in batch:
+                current = self._lock_source(conn, indexed.uri, indexed.dataset)
+                self._clear(conn, current.id)
+                conn.execute(
+                    update(objects)
+                    .where(objects.c.id == current.id)
+                    .values(
+                        dataset=indexed.dataset,
+                        etag=indexed.etag,
+                        indexed_at=_now(),
+                        records=indexed.records,
+                        records_without_id=indexed.records_without_id,
+                        deleted=False,
+                    )
+                )
+                written += self._insert_entries(conn, current.id, indexed)
+        return written
+
+    def _lock_source(self, conn: Connection, uri: str, dataset: str) -> Any:
+        """The source's row, created if missing, locked for the rest of the transaction."""
+        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+        conn.execute(
+            dialect.insert(objects)
+            .values(
+                uri=uri,
+                dataset=dataset,
+                indexed_at=_now(),
+                records=0,
+                records_without_id=0,
+                deleted=True,
+            )  # fmt: skip
+            .on_conflict_do_nothing(index_elements=["uri"])
+        )
+        return conn.execute(select(objects).where(objects.c.uri == uri).with_for_update()).one()
+
+    @staticmethod
+    def _clear(conn: Connection, object_id: int) -> None:
+        conn.execute(delete(records).where(records.c.object_id == object_id))
+        conn.execute(delete(locations).where(locations.c.object_id == object_id))
+
+    @staticmethod
+    def _insert_entries(conn: Connection, object_id: int, indexed: IndexedObject) -> int:
+        if indexed.locations:
+            conn.execute(
+                insert(locations),
+                [
+                    {
+                        "user_id": e.user_id,
+                        "object_id": object_id,
+                        "layer": e.layer,
+                        "location": e.location,
+                        "records": e.records,
+                    }  # fmt: skip
+                    for e in indexed.locations
+                ],
+            )
+        if conn.dialect.name == "postgresql" and len(indexed.entries) > 100:
+            cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+            sql = "COPY erasure_records (user_id, object_id, position) FROM STDIN"
+            with cursor.copy(sql) as copy:
+                for user_id, position in indexed.entries:
+                    copy.write_row((user_id, object_id, position))
+        else:
+            statement = insert(records)
+            for start in range(0, len(indexed.entries), _BATCH):
+                conn.execute(
+                    statement,
+                    [
+                        {"user_id": u, "object_id": object_id, "position": p}
+                        for u, p in indexed.entries[start : start + _BATCH]
+                    ],
+                )
+        return len(indexed.entries) + len(indexed.locations)
+
+    # -- lookups -------------------------------------------------------------
+
+    def find(self, user_ids: Sequence[str]) -> dict[str, list[Holding]]:
+        """Every place holding each user's data, grouped by object (every id gets a key)."""
+        wanted = list(dict.fromkeys(user_ids))
+        found: dict[str, list[Holding]] = {u: [] for u in wanted}
+        if not wanted:
+            return found
+        live = objects.c.deleted.is_(False)
+        record_rows = select(
+            records.c.user_id, objects.c.uri, objects.c.dataset, objects.c.etag,
+            records.c.position,
+        ).join(objects, objects.c.id == records.c.object_id)  # fmt: skip
+        location_rows = select(
+            locations.c.user_id, locations.c.layer, locations.c.location, locations.c.records,
+            objects.c.dataset, objects.c.etag,
+        ).join(objects, objects.c.id == locations.c.object_id)  # fmt: skip
+        with self.engine.connect() as conn:
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                positions: dict[tuple[str, str], list[int]] = {}
+                meta: dict[tuple[str, str], tuple[str, str | None]] = {}
+                rows = conn.execute(
+                    record_rows.where(records.c.user_id.in_(chunk), live).order_by(
+                        records.c.user_id, objects.c.uri, records.c.position
+                    )
+                )
+                for user_id, uri, dataset, etag, position in rows:
+                    positions.setdefault((user_id, uri), []).append(position)
+                    meta[(user_id, uri)] = (dataset, etag)
+                for (user_id, uri), spots in positions.items():
+                    dataset, etag = meta[(user_id, uri)]
+                    found[user_id].append(
+                        Holding(LAKE_LAYER, dataset, uri, len(spots), tuple(spots), etag)
+                    )
+                spots_rows = conn.execute(
+                    location_rows.where(locations.c.user_id.in_(chunk), live).order_by(
+                        locations.c.user_id, locations.c.layer, locations.c.location
+                    )
+                )
+                for user_id, layer, location, count, dataset, etag in spots_rows:
+                    found[user_id].append(Holding(layer, dataset, location, count, (), etag))
+        for holdings in found.values():
+            holdings.sort(key=lambda h: (h.layer != LAKE_LAYER, h.layer, h.location))
+        return found
+
+    def object(self, uri: str) -> ObjectRow | None:
+        """The index's row of a source (a tombstone when ``deleted``), or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(objects).where(objects.c.uri == uri)).first()
+        return _row(row) if row is not None else None
+
+    def objects(self, dataset: str | None = None, uri_prefix: str = "") -> Iterator[ObjectRow]:
+        """Live sources, in URI order, optionally of one dataset and under a URI prefix."""
+        query = select(objects).where(objects.c.deleted.is_(False)).order_by(objects.c.uri)
+        if dataset is not None:
+            query = query.where(objects.c.dataset == dataset)
+        if uri_prefix:
+            query = query.where(objects.c.uri.startswith(uri_prefix, autoescape=True))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).fetchall()
+        return (_row(r) for r in rows)
+
+    def entries_for_object(self, uri: str) -> tuple[list[tuple[str, int]], list[LocationEntry]]:
+        """A source's (user id, position) entries in position order, and its object-level ones."""
+        with self.engine.connect() as conn:
+            object_id = conn.execute(select(objects.c.id).where(objects.c.uri == uri)).scalar()
+            if object_id is None:
+                return [], []
+            entries = conn.execute(
+                select(records.c.user_id, records.c.position)
+                .where(records.c.object_id == object_id)
+                .order_by(records.c.position, records.c.user_id)
+            ).fetchall()
+            spots = conn.execute(
+                select(
+                    locations.c.user_id,
+                    locations.c.location,
+                    locations.c.records,
+                    locations.c.layer,
+                )  # fmt: skip
+                .where(locations.c.object_id == object_id)
+                .order_by(locations.c.user_id, locations.c.location)
+            ).fetchall()
+        return [(u, p) for u, p in entries], [LocationEntry(*s) for s in spots]
+
+    # -- dead letters, counters, status -------------------------------------
+
+    def add_dead_letter(self, source: str, reason: str) -> None:
+        """Record a source (object URI, or ``event``) that could not be indexed, and why."""
+        with self._writer.begin() as conn:
+            conn.execute(insert(dead_letters).values(source=source, reason=reason, at=_now()))
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The most recent dead letters, newest first."""
+        query = select(dead_letters).order_by(dead_letters.c.id.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            return [DeadLetter(r.source, r.reason, _aware(r.at)) for r in conn.execute(query)]
+
+    def count(self, name: str, by: int = 1) -> None:
+        """Add to a named event counter (``events``, ``ignored_outside_prefixes``, ...)."""
+        dialect = postgresql if self.dialect == "postgresql" else sqlite
+        statement = dialect.insert(counters).values(name=name, value=by)
+        statement = statement.on_conflict_do_update(
+            index_elements=["name"], set_={"value": counters.c.value + statement.excluded.value}
+        )
+        with self._writer.begin() as conn:
+            conn.execute(statement)
+
+    def counters(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            return {n: v for n, v in conn.execute(select(counters.c.name, counters.c.value))}
+
+    def status(self) -> IndexStatus:
+        live = objects.c.deleted.is_(False)
+        with self.engine.connect() as conn:
+            count, without_id, last = conn.execute(
+                select(
+                    func.count(),
+                    func.coalesce(func.sum(objects.c.records_without_id), 0),
+                    func.max(objects.c.indexed_at),
+                ).where(live)  # fmt: skip
+            ).one()
+            record_entries = conn.execute(select(func.count()).select_from(records)).scalar()
+            location_entries = conn.execute(select(func.count()).select_from(locations)).scalar()
+            letters = conn.execute(select(func.count()).select_from(dead_letters)).scalar()
+        return IndexStatus(
+            objects=int(count),
+            record_entries=int(record_entries or 0),
+            location_entries=int(location_entries or 0),
+            records_without_id=int(without_id),
+            dead_letters=int(letters or 0),
+            last_indexed_at=_aware(last) if last else None,
+            counters=self.counters(),
+            recent_dead_letters=self.dead_letters(10),
+        )
+
+    # -- registered data mappers --------------------------------------------
+
+    def register_dataset(self, mapper: DatasetMapper | RelationalMapper) -> None:
+        """Register (or replace) a data mapper, so every process of the stack indexes it."""
+        kind, spec = mapper_to_spec(mapper)
+        with self._writer.begin() as conn:
+            conn.execute(delete(datasets).where(datasets.c.name == mapper.name))
+            conn.execute(
+                insert(datasets).values(
+                    name=mapper.name, kind=kind, spec=json.dumps(spec), registered_at=_now()
+                )
+            )
+
+    def registered(self) -> list[DatasetMapper | RelationalMapper]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(datasets).order_by(datasets.c.name)).fetchall()
+        return [mapper_from_spec(r.kind, json.loads(r.spec)) for r in rows]
+
+    def users(self) -> Counter[str]:
+        """Every indexed user id with its number of entries (for checks and tests)."""
+        totals: Counter[str] = Counter()
+        with self.engine.connect() as conn:
+            for table in (records, locations):
+                query = select(table.c.user_id, func.count()).group_by(table.c.user_id)
+                for user_id, n in conn.execute(query):
+                    totals[user_id] += n
+        return totals
+
+
+def _newer(seq: str | None, etag: str | None, current: Any) -> bool:
+    """Whether a change with ``seq``/``etag`` supersedes the stored row ``current``."""
+    if seq is not None and current.sequencer is not None:
+        return bool(seq > current.sequencer)
+    if current.deleted:
+        return True
+    return etag is None or etag != current.etag
+
+
+__all__ = [
+    "DeadLetter",
+    "Holding",
+    "IndexStatus",
+    "IndexStore",
+    "IndexedObject",
+    "LocationEntry",
+    "ObjectRow",
+    "pad_sequencer",
+    "schema",
+]
