@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lakeward.cli.erasure import demo_app, erasure_app
 from lakeward.cli.iam import audit, iam_app, secrets_app
 from lakeward.config import Settings, load_settings
 from lakeward.errors import LakewardError, StackError
@@ -33,6 +34,8 @@ app.add_typer(etl_app, name="etl")
 app.add_typer(iam_app, name="iam")
 app.add_typer(secrets_app, name="secrets")
 app.command("audit")(audit)
+app.add_typer(erasure_app, name="erasure")
+app.add_typer(demo_app, name="demo-data")
 
 out = Console()
 err = Console(stderr=True)

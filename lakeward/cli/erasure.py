@@ -1,0 +1,86 @@
+"""``lakeward erasure ...`` and ``lakeward demo-data ...``: thin commands over the erasure core.
+
+``erasure_app`` holds the data-subject commands (``find``, and the request
+workflow's); ``index_app`` (``lakeward erasure index ...``) the index's
+maintenance commands. Commands act as the caller the environment names (see
+``lakeward.cli.iam.access_for``) and are authorized like API calls.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from lakeward.cli.iam import access_for
+from lakeward.config import load_settings
+
+if TYPE_CHECKING:  # the erasure core loads pyarrow: only when a command needs it
+    from lakeward.erasure.service import ErasureIndexService, UserFindings
+
+erasure_app = typer.Typer(
+    help="Right to erasure: where each user's data is, and its purge.", no_args_is_help=True
+)
+index_app = typer.Typer(help="The erasure index metastore.", no_args_is_help=True)
+erasure_app.add_typer(index_app, name="index")
+demo_app = typer.Typer(help="Generated data to try lakeward on.", no_args_is_help=True)
+
+out = Console()
+err = Console(stderr=True)
+
+DataDir = Annotated[Path | None, typer.Option("--data-dir", help="The stack's data dir")]
+
+
+def erasure_service(data_dir: Path | None) -> ErasureIndexService:
+    """The index service of the stack, authorizing as the caller the environment names."""
+    from lakeward.erasure.service import ErasureIndexService
+
+    access = access_for(data_dir)
+    return ErasureIndexService(load_settings(data_dir=data_dir), access=access)
+
+
+@erasure_app.command("find")
+def find(
+    user_ids: Annotated[list[str], typer.Argument(help="User ids (taken literally)")],
+    data_dir: DataDir = None,
+    output: Annotated[str, typer.Option(help="table or json")] = "table",
+) -> None:
+    """Every location holding each user's data, across storage layers, with record counts."""
+    from lakeward.http.erasure import findings_json
+
+    if output not in ("table", "json"):
+        raise typer.BadParameter("must be table or json", param_hint="--output")
+    service = erasure_service(data_dir)
+    try:
+        found = service.find(user_ids)
+    finally:
+        service.close()
+    if output == "json":
+        document = [findings_json(f) for f in found]
+        typer.echo(json.dumps(document, indent=2, ensure_ascii=False))
+        return
+    for findings in found:
+        _print_findings(findings)
+
+
+def _print_findings(findings: UserFindings) -> None:
+    if not findings.holdings:
+        out.print(f"{findings.user_id}: no data found in the index", highlight=False, markup=False)
+        return
+    table = Table("layer", "dataset", "records", "positions", title_justify="left")
+    # Locations are printed whole (folded, never cut): they are what a purge acts on.
+    table.add_column("location", overflow="fold")
+    table.title = (
+        f"{findings.user_id}: {findings.records} records in {len(findings.holdings)} places"
+    )
+    for h in findings.holdings:
+        positions = ", ".join(str(p) for p in h.positions[:10])
+        if len(h.positions) > 10:
+            positions += f", … ({len(h.positions)})"
+        records = "whole object" if h.records is None else str(h.records)
+        table.add_row(h.layer, h.dataset, records, positions, h.location)
+    out.print(table, markup=False)
