@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakeward.errors import ConfigError
-from lakeward.storage.base import DEFAULT_REGION, InvalidKey, ObjectInfo, Storage
+from lakeward.storage.base import (
+    DEFAULT_REGION,
+    InvalidKey,
+    ObjectInfo,
+    PreconditionFailed,
+    Storage,
+)
 from lakeward.storage.events import (
     OBJECT_CREATED,
     OBJECT_REMOVED,
@@ -31,6 +37,7 @@ __all__ = [
     "InvalidKey",
     "Listener",
     "ObjectInfo",
+    "PreconditionFailed",
     "Storage",
     "created_event",
     "decode_key",

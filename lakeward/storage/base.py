@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import BinaryIO
 
 from lakeward.config import BUCKET_NAME
-from lakeward.errors import StorageError
+from lakeward.errors import ObjectNotFound, StorageError
 from lakeward.storage.events import EventHub, Listener, created_event, removed_event
 
 CHUNK_SIZE = 1024 * 1024
@@ -31,6 +31,12 @@ class InvalidKey(StorageError, ValueError):
     """A bucket name, key or prefix that the lake cannot store: the caller's mistake."""
 
     http_status = 400
+
+
+class PreconditionFailed(StorageError):
+    """A conditional write or delete found the object changed (or gone) since it was read."""
+
+    http_status = 412
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,39 @@ class Storage(ABC):
         info = self._put(bucket, key, data)
         self._announce_created(info)
         return info
+
+    def put_if_match(self, bucket: str, key: str, data: bytes | BinaryIO, etag: str) -> ObjectInfo:
+        """``put``, but only over an object whose eTag is still ``etag``.
+
+        Raises ``PreconditionFailed`` otherwise, so that a rewrite never replaces
+        data written since it was read. The check and the atomic write are two
+        steps on backends without a native condition; the window is the write.
+        """
+        check_bucket(bucket)
+        check_key(key)
+        self._check_etag(bucket, key, etag)
+        info = self._put(bucket, key, data)
+        self._announce_created(info)
+        return info
+
+    def delete_if_match(self, bucket: str, key: str, etag: str) -> None:
+        """``delete``, but only an object whose eTag is still ``etag`` (``PreconditionFailed``)."""
+        check_bucket(bucket)
+        check_key(key)
+        self._check_etag(bucket, key, etag)
+        self._delete(bucket, key)
+        self._announce_removed(bucket, key)
+
+    def _check_etag(self, bucket: str, key: str, etag: str) -> None:
+        try:
+            current = self._stat(bucket, key).etag
+        except ObjectNotFound:
+            raise PreconditionFailed(f"{self.uri(bucket, key)} is gone since it was read") from None
+        if current != etag:
+            raise PreconditionFailed(
+                f"{self.uri(bucket, key)} changed since it was read "
+                f"(eTag {current}, expected {etag})"
+            )
 
     def get(self, bucket: str, key: str) -> bytes:
         with self.open(bucket, key) as stream:
