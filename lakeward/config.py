@@ -25,8 +25,16 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from lakeward.errors import ConfigError
 
@@ -83,15 +91,79 @@ class LakeSettings(_Section):
         return value
 
 
+# URL schemes a backend's metastore.url may use
+DATABASE_URL_SCHEMES = {
+    "postgres": ("postgresql", "postgres"),
+    "mysql": ("mysql", "mariadb"),
+    "mariadb": ("mariadb", "mysql"),
+}
+
+
 class MetastoreSettings(_Section):
-    backend: Literal["derby"] = "derby"
+    backend: Literal["derby", "postgres", "mysql", "mariadb"] = "derby"
+    nodes: int = Field(default=1, ge=1, le=16, description="Thrift nodes over one database")
+    url: str | None = Field(
+        default=None,
+        description="An existing database, e.g. postgresql://user[:password]@host:5432/dbname",
+    )
+    instance: str | None = Field(
+        default=None, description="A managed database instance (lakeward db) to use instead"
+    )
     host: str = Field(default="127.0.0.1", description="Address clients connect to")
+    bind_address: str = Field(default="127.0.0.1", description="Address the nodes listen on")
     port: int | None = Field(
-        default=None, ge=1, le=65535, description="Thrift port; None picks 9083 or the next free"
+        default=None, ge=1, le=65535, description="Thrift port of node 1; None picks 9083 or up"
+    )
+    preferred_node: int | None = Field(
+        default=None, ge=1, description="Node clients try first (lakeward metastore failover)"
     )
     heap: str = Field(default="768m", pattern=r"^\d+[kmg]$")
     start_timeout: float = Field(default=120.0, gt=0)
     java_home: str | None = None
+
+    @field_validator("nodes")
+    @classmethod
+    def _one_derby_node(cls, value: int, info: ValidationInfo) -> int:
+        if value > 1 and info.data.get("backend") == "derby":
+            raise ValueError(
+                f"the derby backend serves one node (embedded Derby admits one process), "
+                f"not {value}; use metastore.backend = postgres, mysql or mariadb for more"
+            )
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _database_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        backend = info.data.get("backend", "derby")
+        if backend == "derby":
+            raise ValueError("the derby backend takes no url; set metastore.backend too")
+        schemes = DATABASE_URL_SCHEMES[backend]
+        parsed = urlsplit(value)
+        if parsed.scheme not in schemes or not parsed.hostname or len(parsed.path) < 2:
+            raise ValueError(
+                f"{hide_password(value)!r} is not a {backend} database URL like "
+                f"{schemes[0]}://user[:password]@host:port/dbname"
+            )
+        return value
+
+    @field_validator("instance")
+    @classmethod
+    def _url_or_instance(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("url") is not None:
+            raise ValueError("set metastore.url or metastore.instance, not both")
+        if value is not None and info.data.get("backend", "derby") == "derby":
+            raise ValueError("the derby backend takes no instance; set metastore.backend too")
+        return value
+
+
+def hide_password(url: str) -> str:
+    parsed = urlsplit(url)
+    if parsed.password is None:
+        return url
+    netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@", 1)
+    return parsed._replace(netloc=netloc).geturl()
 
 
 class SparkSettings(_Section):

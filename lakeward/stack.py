@@ -22,15 +22,17 @@ import httpx
 from lakeward.config import STATE_FILE_NAME, Settings
 from lakeward.errors import ConfigError, LakewardError, StackError
 from lakeward.ingest.jhu import COMBINED_TABLE, MEASURES, QUARANTINE_TABLE
+from lakeward.metastore.backends.server import managed_instances
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.node import DEFAULT_PORT as METASTORE_PORT
 from lakeward.metastore.node import MetastoreNode, metastore_uris
-from lakeward.process import ManagedProcess, free_port, listens_on
+from lakeward.process import ManagedProcess, free_port, listens_on, port_is_free
 from lakeward.progress import Progress
 from lakeward.storage import load_storage
 from lakeward.storage.paths import bucket_uri, warehouse_uri
 
 SERVER_PORT = 8950
+METASTORE_INSTANCE = "metastore"  # the managed database instance `up` creates if none is set
 COVID_TABLES = [*(m.table for m in MEASURES), COMBINED_TABLE, QUARANTINE_TABLE]
 
 
@@ -65,7 +67,10 @@ def write_state(settings: Settings, outputs: dict[str, str] | None = None) -> No
 def pin_settings(settings: Settings) -> Settings:
     """Fill in what was left open and record it in the stack's state.
 
-    Ports: 9083 and 8950, or the next free ones. The API's access key pair:
+    Ports: 9083 (and the next ``metastore.nodes - 1``, all free) and 8950, or
+    the next free ones. A database-server backend with neither
+    ``metastore.url`` nor ``metastore.instance`` uses the managed instance
+    ``metastore`` (``up`` creates it). The API's access key pair:
     generated once, kept in the state file (readable by its owner only).
     """
     metastore, server = settings.metastore, settings.server
@@ -77,20 +82,31 @@ def pin_settings(settings: Settings) -> Settings:
                 "secret_access_key": secrets.token_urlsafe(30),
             }
         )
+    if metastore.backend != "derby" and not (metastore.url or metastore.instance):
+        metastore = metastore.model_copy(update={"instance": METASTORE_INSTANCE})
+        updates["metastore"] = metastore
     if metastore.port is None:
-        updates["metastore"] = metastore.model_copy(
-            update={"port": free_port(metastore.host, METASTORE_PORT)}
-        )
+        port = _free_ports(metastore.bind_address, METASTORE_PORT, metastore.nodes)
+        updates["metastore"] = metastore.model_copy(update={"port": port})
     if server.port is None:
         pinned_metastore = updates.get("metastore", metastore)
         assert isinstance(pinned_metastore, type(metastore))
-        taken = [pinned_metastore.port or 0]
+        first = pinned_metastore.port or 0
+        taken = list(range(first, first + pinned_metastore.nodes))
         updates["server"] = server.model_copy(
             update={"port": free_port(server.host, SERVER_PORT, exclude=taken)}
         )
     pinned = settings.model_copy(update=updates)
     write_state(pinned)
     return pinned
+
+
+def _free_ports(host: str, preferred: int, count: int) -> int:
+    """The first port from ``preferred`` on where ``count`` consecutive ports are free."""
+    port = free_port(host, preferred)
+    while not all(port_is_free(host, p) for p in range(port, port + count)):
+        port = free_port(host, port + 1)
+    return port
 
 
 def check_reachable(settings: Settings) -> None:
@@ -127,7 +143,10 @@ class Stack:
     def metastore_nodes(self) -> list[MetastoreNode]:
         if self.settings.metastore.port is None:  # never started: no node to speak of
             return []
-        return [MetastoreNode(self.settings, index=1)]
+        return [
+            MetastoreNode(self.settings, index=i)
+            for i in range(1, self.settings.metastore.nodes + 1)
+        ]
 
     def up(self, covid_source: str | None = None, reload: bool = False) -> dict[str, str]:
         """Start what is not running and load the covid tables if they are missing."""
@@ -135,7 +154,7 @@ class Stack:
         self.settings = pin_settings(self.settings)
         storage = load_storage(self.settings)
         storage.ensure_bucket(self.settings.lake.data_bucket)
-        self.start_metastore()
+        self.start_metastore(heal=True)
         identities = self.seed_identities()
         self.start_server()
         with MetastoreClient(metastore_uris(self.settings)) as client:
@@ -159,10 +178,51 @@ class Stack:
         with self.progress.step("users, groups and policies"):
             return seed_identities(self.settings, AccessControl(self.settings))
 
-    def start_metastore(self) -> None:
-        for node in self.metastore_nodes():
-            with self.progress.step(f"start {node.process.name} ({node.uri})"):
-                node.start()
+    def start_metastore(self, heal: bool = False) -> list[str]:
+        """Start the nodes that are not running, all at once; the names of those started.
+
+        With ``heal``, a node that runs but does not answer is restarted too.
+        """
+        self.ensure_database_instance()
+        nodes = self.metastore_nodes()
+        if heal:
+            for node in nodes:
+                if node.process.pid() is not None and not node.healthy():
+                    with self.progress.step(f"stop unhealthy {node.process.name}"):
+                        node.stop()
+        started = []
+        with self.progress.step(f"start metastore ({len(nodes)} node(s))"):
+            for node in nodes:
+                if node.launch():
+                    started.append(node)
+            for node in started:
+                node.wait_ready()
+        return [node.process.name for node in started]
+
+    def ensure_database_instance(self) -> None:
+        """Create and start the managed instance the metastore uses, if it is lakeward's own."""
+        metastore = self.settings.metastore
+        if metastore.backend == "derby" or metastore.url or metastore.instance is None:
+            return
+        instances = managed_instances(self.settings, metastore.instance)
+        with self.progress.step(f"database instance {metastore.instance} ({metastore.backend})"):
+            instances.ensure(metastore.instance, metastore.backend)
+
+    def failover(self, node: int) -> list[str]:
+        """Pin clients to node ``node``: it comes first in every client's list of nodes."""
+        count = self.settings.metastore.nodes
+        if not 1 <= node <= count:
+            raise ConfigError(f"--node: the stack has metastore nodes 1 to {count}, not {node}")
+        target = MetastoreNode(self.settings, index=node)
+        if not target.healthy():
+            raise StackError(
+                f"{target.process.name} ({target.uri}) is not healthy; "
+                "start it first with: lakeward metastore heal"
+            )
+        metastore = self.settings.metastore.model_copy(update={"preferred_node": node})
+        self.settings = self.settings.model_copy(update={"metastore": metastore})
+        write_state(self.settings)
+        return metastore_uris(self.settings)
 
     def start_server(self) -> None:
         process = self.server_process

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from lakeward.cli.erasure import demo_app, erasure_app
 from lakeward.cli.iam import audit, iam_app, secrets_app
+from lakeward.cli.metastore import metastore_app
 from lakeward.config import Settings, load_settings
 from lakeward.errors import LakewardError, StackError
 
@@ -27,7 +28,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-metastore_app = typer.Typer(help="The Hive Metastore nodes of the stack.", no_args_is_help=True)
 etl_app = typer.Typer(help="Data pipelines.", no_args_is_help=True)
 app.add_typer(metastore_app, name="metastore")
 app.add_typer(etl_app, name="etl")
@@ -213,43 +213,6 @@ def credentials(data_dir: DataDir = None) -> None:
     if settings.server.port is not None:
         url = f"http://{settings.server.host}:{settings.server.port}"
         out.print(f"export AWS_ENDPOINT_URL_ATHENA={url}", highlight=False)
-
-
-@metastore_app.command("start")
-def metastore_start(data_dir: DataDir = None, config: ConfigFile = None) -> None:
-    """Start the metastore (creating its schema on first start)."""
-    from lakeward.progress import RichProgress
-    from lakeward.stack import Stack, pin_settings
-
-    settings = pin_settings(_settings(data_dir, config))
-    with RichProgress() as progress:
-        Stack(settings, progress).start_metastore()
-    out.print(f"metastore serving at {settings.metastore.host}:{settings.metastore.port}")
-
-
-@metastore_app.command("stop")
-def metastore_stop(data_dir: DataDir = None) -> None:
-    """Stop the metastore nodes."""
-    from lakeward.stack import Stack
-
-    for node in Stack(_settings(data_dir)).metastore_nodes():
-        stopped = node.stop()
-        out.print(f"{node.process.name}: {'stopped' if stopped else 'was not running'}")
-
-
-@metastore_app.command("status")
-def metastore_status(data_dir: DataDir = None) -> None:
-    """Show each metastore node's health over Thrift."""
-    from lakeward.stack import Stack
-
-    nodes = Stack(_settings(data_dir)).metastore_nodes()
-    table = Table("node", "uri", "pid", "healthy", "log")
-    statuses = [n.status() for n in nodes]
-    for s in statuses:
-        table.add_row(s.name, s.uri, str(s.pid or "-"), "yes" if s.healthy else "no", str(s.log))
-    out.print(table)
-    if not statuses or not all(s.healthy for s in statuses):
-        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -1,8 +1,10 @@
 """Metastore nodes: the real Thrift Hive Metastore service as background processes.
 
-Each node is ``org.apache.hadoop.hive.metastore.HiveMetaStore`` from the Hive
-2.3 jars inside the pyspark wheel, with its configuration, pid file and log in
-the stack's data dir.
+Each node is the Hive 2.3 metastore from the jars inside the pyspark wheel,
+started through lakeward's launcher (``launcher/BoundMetastore.java``) so that
+it listens on ``metastore.bind_address`` only. Node N serves on
+``metastore.port + N - 1``; all nodes share one database and one
+configuration; each has its pid file and log in the stack's data dir.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from lakeward.errors import StackError
 from lakeward.jvm import find_java, java_env
 from lakeward.metastore.backends import MetastoreBackend, load_backend
 from lakeward.metastore.client import MetastoreClient
+from lakeward.metastore.launcher import LAUNCHER_CLASS, launcher_classes
 from lakeward.process import ManagedProcess, listens_on, port_is_free
 from lakeward.storage.paths import hadoop_uri, warehouse_uri
 
-SERVER_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 DEFAULT_PORT = 9083
+WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
 
 LOG4J2 = """\
 status = warn
@@ -47,9 +50,18 @@ class NodeStatus:
 
 
 def metastore_uris(settings: Settings) -> list[str]:
-    if settings.metastore.port is None:
+    """Every node's URI, the preferred node first (``lakeward metastore failover --node N``).
+
+    Clients try the URIs in this order and fail over to the next one.
+    """
+    metastore = settings.metastore
+    if metastore.port is None:
         raise StackError("the metastore port is not known yet; start the stack with: lakeward up")
-    return [f"thrift://{settings.metastore.host}:{settings.metastore.port}"]
+    uris = [f"thrift://{metastore.host}:{metastore.port + i}" for i in range(metastore.nodes)]
+    preferred = metastore.preferred_node
+    if preferred is not None and 1 <= preferred <= len(uris):
+        uris.insert(0, uris.pop(preferred - 1))
+    return uris
 
 
 class MetastoreNode:
@@ -62,6 +74,7 @@ class MetastoreNode:
         self.index = index
         self.port = settings.metastore.port + index - 1
         self.host = settings.metastore.host
+        self.bind_address = settings.metastore.bind_address
         self.process = ManagedProcess(f"metastore-{index}", settings.data_dir / "run")
         self.backend: MetastoreBackend = load_backend(settings)
 
@@ -73,12 +86,20 @@ class MetastoreNode:
     def conf_dir(self) -> Path:
         return self.settings.data_dir / "metastore" / "conf"
 
+    @property
+    def probe_uri(self) -> str:
+        """Where the node itself answers: its bind address, unless it listens on all."""
+        if self.bind_address in WILDCARD_ADDRESSES:
+            return self.uri
+        host = f"[{self.bind_address}]" if ":" in self.bind_address else self.bind_address
+        return f"thrift://{host}:{self.port}"
+
     def healthy(self) -> bool:
         """Our node answers over Thrift on its port (not some other process on that port)."""
         pid = self.process.pid()
         if pid is None or not listens_on(pid, self.port):
             return False
-        with MetastoreClient([self.uri], timeout=5.0, rounds=1, retry_delay=0) as client:
+        with MetastoreClient([self.probe_uri], timeout=5.0, rounds=1, retry_delay=0) as client:
             return client.ping()
 
     def status(self) -> NodeStatus:
@@ -93,48 +114,58 @@ class MetastoreNode:
 
     def start(self) -> None:
         """Start the node (creating the schema first if needed) and wait until it serves."""
+        if self.launch():
+            self.wait_ready()
+
+    def launch(self) -> bool:
+        """Start the node's process without waiting; False if it already serves."""
         if self.process.pid() is not None:
             if self.healthy():
-                return
+                return False
             raise StackError(
                 f"{self.process.name} is running but does not answer on {self.uri}; "
-                f"see {self.process.log_file}, or restart it: lakeward metastore stop"
+                f"see {self.process.log_file}, or restart it: lakeward metastore heal"
             )
-        if not port_is_free(self.host, self.port):
-            raise StackError(
-                f"port {self.port} on {self.host} is taken by another process; "
-                "choose another with metastore.port (or LAKEWARD_METASTORE__PORT)"
-            )
+        self._check_port()
         java = find_java(self.settings.metastore.java_home)
-        if not self.backend.schema_ready():
-            self.backend.create_schema(java)
-            if not port_is_free(self.host, self.port):  # taken while the schema was made
-                raise StackError(
-                    f"port {self.port} on {self.host} was taken by another process; "
-                    "choose another with metastore.port (or LAKEWARD_METASTORE__PORT)"
-                )
-        self._write_conf()
+        self.backend.check()
+        self.backend.ensure_schema(java)
+        self._check_port()  # it may have been taken while the schema was made
+        launcher = launcher_classes(java, self.settings.data_dir / "metastore")
+        self.write_conf()
         command = [
             str(java),
             f"-Xmx{self.settings.metastore.heap}",
             f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2.properties'}",
             f"-Dderby.stream.error.file={self.process.run_dir / 'derby.log'}",
             "-cp",
-            f"{self.conf_dir}:{self.backend.classpath()}",
-            SERVER_CLASS,
-            "-p",
+            f"{self.conf_dir}:{self.backend.classpath()}:{launcher}",
+            LAUNCHER_CLASS,
+            self.bind_address,
             str(self.port),
         ]
         self.process.start(command, env=java_env(java))
+        return True
+
+    def wait_ready(self) -> None:
         self.process.wait_until(self.healthy, self.settings.metastore.start_timeout, "ready")
+
+    def _check_port(self) -> None:
+        if not port_is_free(self.bind_address, self.port):
+            raise StackError(
+                f"port {self.port} on {self.bind_address} is taken by another process; "
+                "choose another with metastore.port (or LAKEWARD_METASTORE__PORT)"
+            )
 
     def stop(self) -> bool:
         return self.process.stop()
 
-    def _write_conf(self) -> None:
+    def write_conf(self) -> None:
+        """The nodes' hive-site.xml (shared by all nodes; written whole, then renamed)."""
         settings = self.settings
         properties = {
             **self.backend.connection_properties(),
+            **self.backend.datanucleus_properties(),
             "hive.metastore.warehouse.dir": hadoop_uri(warehouse_uri(settings)),
             # The schema exists already (created eagerly); never create tables lazily.
             "datanucleus.schema.autoCreateAll": "false",
@@ -144,12 +175,16 @@ class MetastoreNode:
             "hive.async.log.enabled": "false",
             "hive.metastore.event.db.notification.api.auth": "false",
         }
+        if not properties.get("javax.jdo.option.ConnectionPassword"):
+            properties["lakeward.metastore.password.empty"] = "true"  # see BoundMetastore
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         body = "".join(
             f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
             for k, v in properties.items()
         )
         site = self.conf_dir / "hive-site.xml"
-        site.write_text(f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n')
-        site.chmod(0o600)  # it may hold the database password
+        tmp = self.conf_dir / f"hive-site.xml.{self.index}.tmp"
+        tmp.write_text(f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n')
+        tmp.chmod(0o600)  # it may hold the database password
+        tmp.replace(site)
         (self.conf_dir / "log4j2.properties").write_text(LOG4J2)

@@ -16,6 +16,9 @@ __all__ = ["MetastoreBackend", "load_backend"]
 # only needed when that backend is used.
 BACKENDS = {
     "derby": "lakeward.metastore.backends.derby:DerbyBackend",
+    "postgres": "lakeward.metastore.backends.postgres:PostgresBackend",
+    "mysql": "lakeward.metastore.backends.mysql:MysqlBackend",
+    "mariadb": "lakeward.metastore.backends.mysql:MariadbBackend",
 }
 
 

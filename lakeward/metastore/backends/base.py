@@ -46,6 +46,19 @@ class MetastoreBackend(ABC):
     def schema_ready(self) -> bool:
         """Whether the metastore schema has been created in the database."""
 
+    def check(self) -> None:
+        """Fail, naming the setting at fault, when the database cannot serve the metastore."""
+        return  # an embedded database has nothing to check
+
+    def ensure_schema(self, java: Path) -> None:
+        """Create the schema unless it exists; safe to call from several nodes at once."""
+        if not self.schema_ready():
+            self.create_schema(java)
+
+    def datanucleus_properties(self) -> dict[str, str]:
+        """DataNucleus settings this database needs, for the schema tool and the nodes alike."""
+        return {}
+
     def driver_jars(self) -> list[Path]:
         """JDBC driver jars the metastore needs besides Spark's own jars."""
         return []
@@ -73,6 +86,7 @@ class MetastoreBackend(ABC):
             "datanucleus.identifierFactory": "datanucleus1",
             "datanucleus.rdbms.useLegacyNativeValueStrategy": "true",
             "datanucleus.schema.autoCreateAll": "true",
+            **self.datanucleus_properties(),
         }
         props.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
         command = [
