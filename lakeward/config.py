@@ -273,6 +273,23 @@ class CovidSettings(_Section):
     database: str = Field(default="default", pattern=r"^[a-z_][a-z0-9_]*$")
 
 
+class DatabasesSettings(_Section):
+    """Managed database instances (lakeward db)."""
+
+    maintenance_window: str = Field(
+        default="Sun:03:00-Sun:03:30",
+        description="When pending modifications are applied: ddd:hh24:mi-ddd:hh24:mi in UTC "
+        "(weekly), or hh24:mi-hh24:mi (daily)",
+    )
+
+    @field_validator("maintenance_window")
+    @classmethod
+    def _window(cls, value: str) -> str:
+        from lakeward.databases.maintenance import parse_window  # loaded only when needed
+
+        return parse_window(value).text
+
+
 class Settings(BaseModel):
     """The resolved settings of one stack."""
 
@@ -286,6 +303,7 @@ class Settings(BaseModel):
     api: ApiSettings = Field(default_factory=ApiSettings)
     access: AccessSettings = Field(default_factory=AccessSettings)
     covid: CovidSettings = Field(default_factory=CovidSettings)
+    databases: DatabasesSettings = Field(default_factory=DatabasesSettings)
     erasure: ErasureSettings = Field(default_factory=ErasureSettings)
 
     @property

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lakeward.cli.db import db_app
 from lakeward.cli.erasure import demo_app, erasure_app
 from lakeward.cli.iam import audit, iam_app, secrets_app
 from lakeward.cli.metastore import metastore_app
@@ -33,6 +34,7 @@ app.add_typer(metastore_app, name="metastore")
 app.add_typer(etl_app, name="etl")
 app.add_typer(iam_app, name="iam")
 app.add_typer(secrets_app, name="secrets")
+app.add_typer(db_app, name="db")
 app.command("audit")(audit)
 app.add_typer(erasure_app, name="erasure")
 app.add_typer(demo_app, name="demo-data")
