@@ -1,0 +1,212 @@
+"""Real-time index updates from the lake's own storage events and from the file watcher.
+
+Each test checks what ``find`` answers (and the index's entries per object)
+against a clean build of the same lake, on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lakeward.erasure.index.store import IndexStore
+from lakeward.erasure.realtime import RealtimeIndexer, read_status
+from lakeward.erasure.service import ErasureIndexService
+from lakeward.errors import ObjectNotFound
+from lakeward.storage import load_storage
+from lakeward.storage.local import LocalStorage
+from tests.erasure.realtime_helpers import (
+    BUCKET,
+    eventually,
+    index_url,
+    lake_settings,
+    object_for,
+    postgres_db,
+    snapshot,
+    users,
+    write_lake,
+)
+
+__all__ = ["postgres_db"]  # a fixture, imported for pytest to find
+
+JSON_KEY = "gdpr/reviews/json/year=2024/month=02/day=01/part-0.jsonl"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def service(
+    request: pytest.FixtureRequest, tmp_path: Path, backend: str
+) -> Iterator[ErasureIndexService]:
+    settings = lake_settings(tmp_path / "data", index_url(request, tmp_path, backend))
+    service = ErasureIndexService(settings, storage=load_storage(settings))
+    service.storage.ensure_bucket(BUCKET)
+    yield service
+    service.close()
+
+
+def clean_build(service: ErasureIndexService, tmp_path: Path) -> IndexStore:
+    """The index a from-scratch rebuild of the lake gives (always on SQLite)."""
+    store = IndexStore(tmp_path / f"clean-{random.random()}.db")
+    ErasureIndexService(service.settings, store=store, storage=service.storage).reindex()
+    return store
+
+
+def positions(service: ErasureIndexService, user: str) -> dict[str, tuple[int, ...]]:
+    (found,) = service.find([user])
+    return {h.location: h.positions for h in found.holdings}
+
+
+def test_writes_overwrites_and_deletes_through_storage(
+    service: ErasureIndexService, tmp_path: Path
+) -> None:
+    storage = service.storage
+    with RealtimeIndexer(service, watch=False) as indexer:
+        storage.put(
+            BUCKET, JSON_KEY, b'{"user_id": "u1"}\n\n{"user_id": "u2"}\n{"user_id": "u1"}\n'
+        )
+        assert indexer.wait_idle()
+        uri = storage.uri(BUCKET, JSON_KEY)
+        assert positions(service, "u1") == {uri: (1, 4)}
+        assert positions(service, "u2") == {uri: (3,)}
+
+        # Replaced: the old entries go in the same update that writes the new ones.
+        storage.put(BUCKET, JSON_KEY, b'{"user_id": "u2"}\n{"stars": 5}\n')
+        assert indexer.wait_idle()
+        assert positions(service, "u1") == {}
+        assert positions(service, "u2") == {uri: (1,)}
+        row = service.store.object(uri)
+        assert row is not None and (row.records, row.records_without_id) == (2, 1)
+
+        storage.delete(BUCKET, JSON_KEY)
+        assert indexer.wait_idle()
+        assert positions(service, "u2") == {}
+
+        # Outside every indexed prefix: ignored, and counted.
+        storage.put(BUCKET, "raw/other/file.jsonl", b'{"user_id": "u9"}\n')
+        assert indexer.wait_idle()
+        assert positions(service, "u9") == {}
+        assert service.store.counters()["realtime_outside"] == 1
+
+        # Every format, then the whole index equals a clean build of the lake.
+        write_lake(storage)
+        assert indexer.wait_idle()
+    assert snapshot(service.store) == snapshot(clean_build(service, tmp_path))
+    status = read_status(service.settings.data_dir / "erasure" / "realtime.json")
+    assert status is None  # this indexer was given no status file
+
+
+def test_unparseable_objects_go_to_dead_letters_and_indexing_goes_on(
+    service: ErasureIndexService,
+) -> None:
+    storage = service.storage
+    bad = "gdpr/reviews/json/year=2024/month=02/day=02/bad.jsonl"
+    with RealtimeIndexer(service, watch=False) as indexer:
+        storage.put(BUCKET, bad, b'{"user_id": "u1"}\n{"user_id": oops}\n')
+        storage.put(
+            BUCKET, "gdpr/reviews/json/year=2024/month=02/day=02/bad2.jsonl.gz", b"not gzip"
+        )
+        storage.put(BUCKET, JSON_KEY, b'{"user_id": "u3"}\n')
+        assert indexer.wait_idle()
+    letters = {d.source: d.reason for d in service.store.dead_letters()}
+    assert "line 2: not JSON" in letters[storage.uri(BUCKET, bad)]
+    assert (
+        "not valid gzip" in letters[storage.uri(BUCKET, bad.replace("bad.jsonl", "bad2.jsonl.gz"))]
+    )
+    assert positions(service, "u3") == {storage.uri(BUCKET, JSON_KEY): (1,)}
+    assert positions(service, "u1") == {}
+
+
+def test_storm_of_duplicate_and_reordered_events_ends_as_a_clean_build(
+    service: ErasureIndexService, tmp_path: Path
+) -> None:
+    storage = service.storage
+    rng = random.Random(11)
+    ids = users(rng, 40)
+    keys = [
+        f"gdpr/reviews/json/year=2024/month=03/day={d:02d}/part-{n}.jsonl"
+        for d in range(1, 6)
+        for n in range(8)
+    ]
+    keys += [f"gdpr/reviews/csv/year=2024/month=03/day=01/part-{n}.csv.gz" for n in range(10)]
+    keys += [f"gdpr/reviews/parquet/year=2024/month=03/day=01/part-{n}.parquet" for n in range(10)]
+    recorded: list[dict[str, object]] = []
+    lock = threading.Lock()
+
+    def record(notification: dict[str, object]) -> None:
+        with lock:
+            recorded.append(notification)
+
+    def writer(seed: int) -> None:
+        local = random.Random(seed)
+        for _ in range(420):
+            key = local.choice(keys)
+            if local.random() < 0.25 and storage.exists(BUCKET, key):
+                with contextlib.suppress(ObjectNotFound):  # another writer was first
+                    storage.delete(BUCKET, key)
+            else:
+                storage.put(BUCKET, key, object_for(local, ids, key))
+
+    unsubscribe = storage.subscribe(record)
+    with RealtimeIndexer(service, watch=False) as indexer:
+        # Live: four writers race each other while the indexer follows their events.
+        threads = [threading.Thread(target=writer, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        unsubscribe()
+        # Then the same events again, duplicated and shuffled: a storm of 10,000.
+        replay = recorded + rng.sample(recorded, len(recorded) // 2)
+        replay += rng.choices(recorded, k=10_000 - len(replay) - len(recorded))
+        rng.shuffle(replay)
+        assert len(recorded) + len(replay) >= 10_000
+        for notification in replay:
+            indexer.on_storage_event(notification)
+        assert indexer.wait_idle(120)
+    assert snapshot(service.store) == snapshot(clean_build(service, tmp_path))
+    counters = service.store.counters()
+    assert counters["realtime_stale"] > 0  # old news was recognised by its sequencer
+
+
+def test_plain_file_writes_are_seen_by_the_watcher(
+    service: ErasureIndexService, tmp_path: Path
+) -> None:
+    storage = service.storage
+    assert isinstance(storage, LocalStorage)
+    directory = storage.base / BUCKET / "gdpr/reviews/json/year=2024/month=04/day=01"
+    directory.mkdir(parents=True)
+    target = directory / "part-0.jsonl.gz"
+    uri = storage.uri(BUCKET, "gdpr/reviews/json/year=2024/month=04/day=01/part-0.jsonl.gz")
+    with RealtimeIndexer(service, watch=True) as indexer:
+        # Another program writes in place, in several chunks.
+        with open(target, "wb") as out:
+            out.write(gzip.compress(b'{"user_id": "w1"}\n{"user_id": "w2"}\n'))
+        eventually(lambda: positions(service, "w2") == {uri: (2,)}, what="the write")
+        # ... replaces it by renaming a temporary file over it.
+        temp = directory / ".part-0.tmp"
+        temp.write_bytes(gzip.compress(b'{"user_id": "w3"}\n'))
+        os.replace(temp, target)
+        eventually(lambda: positions(service, "w3") == {uri: (1,)}, what="the rename")
+        assert positions(service, "w1") == {}
+        # ... moves a file in from outside the lake.
+        outside = tmp_path / "incoming.jsonl"
+        outside.write_bytes(b'{"user_id": "w4"}\n')
+        moved = directory / "part-1.jsonl"
+        os.rename(outside, moved)
+        eventually(lambda: positions(service, "w4") != {}, what="the move")
+        # ... and deletes.
+        target.unlink()
+        eventually(lambda: positions(service, "w3") == {}, what="the delete")
+        assert indexer.wait_idle()
+    assert snapshot(service.store) == snapshot(clean_build(service, tmp_path))
