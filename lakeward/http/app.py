@@ -10,7 +10,8 @@ from lakeward.access.control import AccessControl
 from lakeward.config import Settings
 from lakeward.errors import LakewardError
 from lakeward.http.athena import athena_router
-from lakeward.http.auth import auth_router
+from lakeward.http.auth import auth_router, load_sessions
+from lakeward.http.console import install_console
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.node import metastore_uris
 from lakeward.query.service import QueryService
@@ -52,6 +53,8 @@ def create_app(settings: Settings) -> FastAPI:
         return {"status": "ok", "version": __version__, "metastore": metastore_ok}
 
     # Athena's protocol posts every operation to "/": the router must stay at the root.
-    app.include_router(auth_router(access))
+    sessions = load_sessions(access)
+    app.include_router(auth_router(access, sessions))
+    install_console(app, access, service, sessions)
     app.include_router(athena_router(service, access))
     return app

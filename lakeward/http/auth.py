@@ -23,8 +23,38 @@ class Login(BaseModel):
     password: str = Field(min_length=1, max_length=1024)
 
 
-def auth_router(access: AccessControl) -> APIRouter:
-    sessions = Sessions(derive_key(load_master_key(access.settings.data_dir), "sessions"))
+def load_sessions(access: AccessControl) -> Sessions:
+    """The server's one session keeper (sign-out revokes in it, so every router shares it)."""
+    return Sessions(derive_key(load_master_key(access.settings.data_dir), "sessions"))
+
+
+def open_session(sessions: Sessions, user: str, response: Response, secure: bool) -> Session:
+    """Issue a session for a signed-in user and set its cookies on the response."""
+    token, session = sessions.issue(user)
+    for name, value, httponly in (
+        (SESSION_COOKIE, token, True),
+        (CSRF_COOKIE, session.csrf, False),
+    ):
+        response.set_cookie(
+            name,
+            value,
+            max_age=int(sessions.lifetime),
+            httponly=httponly,
+            samesite="strict",
+            secure=secure,
+            path="/",
+        )
+    return session
+
+
+def close_session(sessions: Sessions, session: Session, response: Response) -> None:
+    sessions.revoke(session)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    response.delete_cookie(CSRF_COOKIE, path="/")
+
+
+def auth_router(access: AccessControl, sessions: Sessions | None = None) -> APIRouter:
+    sessions = sessions or load_sessions(access)
     router = APIRouter(prefix="/auth", tags=["auth"])
 
     def session_of(request: Request) -> Session:
@@ -41,26 +71,7 @@ def auth_router(access: AccessControl) -> APIRouter:
         if not access.principals.check_password(body.username, body.password):
             # One message whatever was wrong, so that it does not tell which users exist.
             raise Unauthenticated("wrong user name or password")
-        token, session = sessions.issue(body.username)
-        secure = request.url.scheme == "https"
-        response.set_cookie(
-            SESSION_COOKIE,
-            token,
-            max_age=int(sessions.lifetime),
-            httponly=True,
-            samesite="strict",
-            secure=secure,
-            path="/",
-        )
-        response.set_cookie(
-            CSRF_COOKIE,
-            session.csrf,
-            max_age=int(sessions.lifetime),
-            httponly=False,
-            samesite="strict",
-            secure=secure,
-            path="/",
-        )
+        session = open_session(sessions, body.username, response, request.url.scheme == "https")
         return {"user": session.user, "csrf_token": session.csrf}
 
     @router.get("/whoami")
@@ -71,9 +82,7 @@ def auth_router(access: AccessControl) -> APIRouter:
     def logout(
         session: Annotated[Session, Depends(session_of)], response: Response
     ) -> dict[str, str]:
-        sessions.revoke(session)
-        response.delete_cookie(SESSION_COOKIE, path="/")
-        response.delete_cookie(CSRF_COOKIE, path="/")
+        close_session(sessions, session, response)
         return {"user": session.user, "signed_out": "true"}
 
     return router

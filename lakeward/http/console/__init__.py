@@ -1,0 +1,82 @@
+"""The web console: server-rendered pages over the services, under ``/console``.
+
+One router per page group, each thin: it checks who is signed in, calls a
+service core (which authorizes), and renders a template. Pages are listed in
+the navigation only for principals whose policies allow them; the routes
+check again, so guessing a URL gains nothing.
+
+Nothing is fetched from the internet: plotly.js is served from the ``plotly``
+package and the world topology from ``static/vendor/topojson`` (installed at
+setup by ``dev.sh``, see docs/console.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+from importlib.util import find_spec
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from lakeward.access.control import AccessControl
+from lakeward.access.sessions import Sessions
+from lakeward.errors import LakewardError, ResourceNotFound
+from lakeward.http.console import admin, catalogs, query, signin
+from lakeward.http.console.base import PREFIX, STATIC, Console
+from lakeward.query.service import QueryService
+
+
+def _plotly_js() -> Path:
+    """plotly.js as the ``plotly`` package ships it (found without importing plotly)."""
+    spec = find_spec("plotly")
+    origin = spec.origin if spec else None
+    return Path(origin or ".").parent / "package_data" / "plotly.min.js"
+
+
+PLOTLY_JS = _plotly_js()
+TOPOJSON = STATIC / "vendor" / "topojson"
+
+
+def install_console(
+    app: FastAPI, access: AccessControl, service: QueryService, sessions: Sessions
+) -> Console:
+    """Add the console's routes, static files and HTML error pages to the server."""
+    console = Console(access, sessions)
+    console.nav = [query.NAV, catalogs.NAV, admin.NAV]
+    app.include_router(signin.signin_router(console))
+    app.include_router(catalogs.catalogs_router(console, service))
+    app.include_router(query.query_router(console, service))
+    app.include_router(admin.admin_router(console))
+
+    @app.get(f"{PREFIX}/assets/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        return FileResponse(PLOTLY_JS, media_type="text/javascript", headers=_CACHED)
+
+    @app.get(f"{PREFIX}/assets/topojson/{{name}}.json", include_in_schema=False)
+    def topojson(name: str) -> FileResponse:
+        path = TOPOJSON / f"{name}.json"
+        if not name.replace("_", "").replace("-", "").isalnum() or not path.is_file():
+            raise ResourceNotFound(
+                f"no world topology {name}.json; ./dev.sh install puts it in {TOPOJSON.name}/"
+            )
+        return FileResponse(path, media_type="application/json", headers=_CACHED)
+
+    app.mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="console-static")
+
+    # Console pages answer errors with a page (or a redirect to sign in), the rest as before.
+    json_handler = app.exception_handlers.get(LakewardError)
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, LakewardError)
+        if request.url.path.startswith(PREFIX + "/") or json_handler is None:
+            return console.error_page(request, exc)
+        response = json_handler(request, exc)
+        return await response if inspect.isawaitable(response) else response
+
+    app.add_exception_handler(LakewardError, on_error)
+    return console
+
+
+_CACHED = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}

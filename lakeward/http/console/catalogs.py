@@ -1,0 +1,81 @@
+"""Data catalogs: databases, tables and columns, as the SQL service's catalogs show them.
+
+Everything goes through ``QueryService``, which checks the caller's policies:
+a catalog one may not use lists no databases and no tables.
+"""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse
+
+from lakeward.access.sessions import Session
+from lakeward.http.console.base import PREFIX, Console, NavItem, signed_in
+from lakeward.query.service import QueryService
+
+NAV = NavItem(
+    "catalogs",
+    "Data catalogs",
+    f"{PREFIX}/catalogs",
+    "athena:ListDataCatalogs",
+    "arn:lakeward:athena:::datacatalog/*",
+)
+
+
+def catalogs_router(console: Console, service: QueryService) -> APIRouter:
+    router = APIRouter(prefix=f"{PREFIX}/catalogs", include_in_schema=False)
+    Signed = Annotated[Session, Depends(signed_in(console))]
+
+    @router.get("")
+    def catalogs(request: Request, session: Signed) -> HTMLResponse:
+        console.access.authorize(NAV.action, NAV.resource)
+        found = service.list_data_catalogs()
+        return console.render(
+            request, "catalogs.html", session, title="Data catalogs", page=NAV.key, catalogs=found
+        )
+
+    @router.get("/{catalog}")
+    def databases(request: Request, catalog: str, session: Signed) -> HTMLResponse:
+        info = service.get_data_catalog(catalog)
+        return console.render(
+            request,
+            "databases.html",
+            session,
+            title=catalog,
+            page=NAV.key,
+            catalog=info,
+            databases=service.list_databases(catalog),
+        )
+
+    @router.get("/{catalog}/{database}")
+    def tables(request: Request, catalog: str, database: str, session: Signed) -> HTMLResponse:
+        service.get_database(catalog, database)
+        return console.render(
+            request,
+            "tables.html",
+            session,
+            title=f"{catalog}.{database}",
+            page=NAV.key,
+            catalog=catalog,
+            database=database,
+            tables=service.list_table_metadata(catalog, database),
+        )
+
+    @router.get("/{catalog}/{database}/{table}")
+    def table(
+        request: Request, catalog: str, database: str, table: str, session: Signed
+    ) -> HTMLResponse:
+        info = service.get_table_metadata(catalog, database, table)
+        return console.render(
+            request,
+            "table.html",
+            session,
+            title=f"{database}.{table}",
+            page=NAV.key,
+            catalog=catalog,
+            database=database,
+            table=info,
+            sample=f'SELECT * FROM "{database}"."{table}" LIMIT 100',
+        )
+
+    return router

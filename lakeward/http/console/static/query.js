@@ -1,0 +1,113 @@
+// The query editor: start a query, follow its state, page through its results.
+"use strict";
+(function () {
+  const form = document.getElementById("query-form");
+  const sql = document.getElementById("sql");
+  const database = document.getElementById("database");
+  const runButton = document.getElementById("run");
+  const cancelButton = document.getElementById("cancel");
+  const status = document.getElementById("status");
+  const results = document.getElementById("results");
+  const table = document.getElementById("result-table");
+  const prev = document.getElementById("prev");
+  const next = document.getElementById("next");
+  const pageInfo = document.getElementById("page-info");
+  const download = document.getElementById("download");
+  const pageSize = Number(table.dataset.pageSize);
+  const base = "/console/api/query";
+  let current = null;   // the execution shown
+  let tokens = [null];  // tokens[i]: the token of page i (page 0 has none)
+  let page = 0;
+
+  function setStatus(text, kind) {
+    status.textContent = text;
+    status.className = "status " + (kind || "");
+  }
+
+  function sleep(ms) { return new Promise(function (resolve) { setTimeout(resolve, ms); }); }
+
+  async function follow(id) {
+    let delay = 100;
+    for (;;) {
+      const state = await lakeward.call("GET", base + "/" + encodeURIComponent(id));
+      if (state.done) { return state; }
+      setStatus(state.state + "…", "running");
+      await sleep(delay);
+      delay = Math.min(delay * 1.5, 1000);
+    }
+  }
+
+  function cell(row, text, tag) {
+    const element = document.createElement(tag);
+    if (text === null) { element.className = "null"; element.textContent = "NULL"; }
+    else { element.textContent = text; }
+    row.appendChild(element);
+  }
+
+  async function showPage(index) {
+    const token = tokens[index];
+    const url = base + "/" + encodeURIComponent(current) + "/results" + (token ? "?token=" + encodeURIComponent(token) : "");
+    const data = await lakeward.call("GET", url);
+    const head = table.tHead;
+    const body = table.tBodies[0];
+    head.replaceChildren();
+    body.replaceChildren();
+    const headRow = head.insertRow();
+    data.columns.forEach(function (c) { cell(headRow, c.name, "th"); });
+    data.rows.forEach(function (values) {
+      const row = body.insertRow();
+      values.forEach(function (v) { cell(row, v, "td"); });
+    });
+    page = index;
+    tokens[index + 1] = data.next_token;
+    const first = index * pageSize + 1;
+    pageInfo.textContent = data.rows.length
+      ? "rows " + first + "–" + (first + data.rows.length - 1)
+      : "no rows";
+    prev.disabled = index === 0;
+    next.disabled = !data.next_token;
+    results.hidden = false;
+  }
+
+  async function run(event) {
+    event.preventDefault();
+    runButton.disabled = true;
+    cancelButton.disabled = false;
+    results.hidden = true;
+    setStatus("Starting…", "running");
+    try {
+      const started = await lakeward.call("POST", base, { sql: sql.value, database: database.value || "default" });
+      current = started.id;
+      const done = await follow(current);
+      if (done.state === "SUCCEEDED") {
+        setStatus("Succeeded in " + done.runtime_ms + " ms, " + done.scanned_bytes + " bytes scanned", "ok");
+        tokens = [null];
+        download.href = "/console/query/" + encodeURIComponent(current) + "/download";
+        await showPage(0);
+      } else {
+        setStatus(done.state + (done.reason ? ": " + done.reason : ""), "failed");
+      }
+    } catch (error) {
+      setStatus(error.message, "failed");
+    } finally {
+      runButton.disabled = false;
+      cancelButton.disabled = true;
+    }
+  }
+
+  form.addEventListener("submit", run);
+  cancelButton.addEventListener("click", async function () {
+    if (current) {
+      try { await lakeward.call("POST", base + "/" + encodeURIComponent(current) + "/cancel"); }
+      catch (error) { setStatus(error.message, "failed"); }
+    }
+  });
+  prev.addEventListener("click", function () { showPage(page - 1).catch(function (e) { setStatus(e.message, "failed"); }); });
+  next.addEventListener("click", function () { showPage(page + 1).catch(function (e) { setStatus(e.message, "failed"); }); });
+  document.getElementById("save-form").addEventListener("submit", function () {
+    document.getElementById("save-sql").value = sql.value;
+  });
+  sql.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) { run(event); }
+  });
+})();
