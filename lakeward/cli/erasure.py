@@ -71,16 +71,53 @@ def _print_findings(findings: UserFindings) -> None:
     if not findings.holdings:
         out.print(f"{findings.user_id}: no data found in the index", highlight=False, markup=False)
         return
-    table = Table("layer", "dataset", "records", "positions", title_justify="left")
+    title = f"{findings.user_id}: {findings.records} records in {len(findings.holdings)} places"
+    table = Table(title=title, title_justify="left")
+    table.add_column("layer")
+    table.add_column("records", justify="right")
     # Locations are printed whole (folded, never cut): they are what a purge acts on.
     table.add_column("location", overflow="fold")
-    table.title = (
-        f"{findings.user_id}: {findings.records} records in {len(findings.holdings)} places"
-    )
     for h in findings.holdings:
-        positions = ", ".join(str(p) for p in h.positions[:10])
-        if len(h.positions) > 10:
-            positions += f", … ({len(h.positions)})"
-        records = "whole object" if h.records is None else str(h.records)
-        table.add_row(h.layer, h.dataset, records, positions, h.location)
+        table.add_row(h.layer, "whole object" if h.records is None else str(h.records), h.location)
     out.print(table, markup=False)
+
+
+@demo_app.command("gdpr")
+def demo_gdpr(
+    data_dir: DataDir = None,
+    records: Annotated[int, typer.Option(min=1, help="Review records to generate")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Same seed, same bytes")] = 0,
+    gzipped: Annotated[bool, typer.Option("--gzip", help="Also write gzip variants")] = False,
+    prefix: Annotated[str, typer.Option(help="Key prefix in the data bucket")] = "gdpr/",
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="Database of the relational tables [default: SQLite in the data dir]"),
+    ] = None,
+    index: Annotated[bool, typer.Option(help="Index the datasets once written")] = True,
+) -> None:
+    """Generate a multi-user lake (reviews, clickstream, media, a database) and register it."""
+    from lakeward.erasure.demo import create_demo
+    from lakeward.progress import RichProgress
+
+    service = erasure_service(data_dir)
+    try:
+        with RichProgress() as progress:
+            report = create_demo(
+                service, records=records, seed=seed, gzipped=gzipped, prefix=prefix,
+                database_url=database_url, index=index, progress=progress,
+            )  # fmt: skip
+    finally:
+        service.close()
+    table = Table("dataset", "objects")
+    for dataset, count in report.objects.items():
+        table.add_row(dataset, f"{count:,}")
+    for name, rows in report.relational_rows.items():
+        table.add_row(f"{name} (table)", f"{rows:,} rows")
+    out.print(table)
+    out.print(
+        f"{report.records:,} reviews ({report.records_without_id:,} without a user id) "
+        f"of {report.users:,} users, {report.bytes_written:,} bytes; "
+        f"registered {len(report.datasets)} indexed datasets"
+        + ("" if index else " (not indexed yet: lakeward erasure index build)"),
+        highlight=False,
+    )
