@@ -16,8 +16,8 @@ from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
 from lakeward.access import current_context, current_principal, current_request_id, current_source
-from lakeward.errors import InvalidRequest
-from lakeward.http.sigv4 import Credentials, ReplayGuard, verify
+from lakeward.errors import InvalidRequest, Unauthenticated
+from lakeward.http.sigv4 import MISSING_TOKEN, Credentials, ReplayGuard, verify
 
 DEFAULT_MAX_BODY = 1_048_576
 
@@ -52,10 +52,13 @@ async def signed_request(
     replay_guard: ReplayGuard | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY,
 ) -> SignedRequest:
-    """Verify a REST request's SigV4 signature; raises ``AccessDenied`` (401/403) if wrong.
+    """Verify a REST request's SigV4 signature: ``Unauthenticated`` (401) when unsigned,
+    ``AccessDenied`` (403) when the signature or key is wrong.
 
     Requests other than GET/HEAD are replay-checked when a guard is given.
     """
+    if "authorization" not in request.headers:
+        raise Unauthenticated(MISSING_TOKEN)
     body = await read_body(request, max_body_bytes)
     raw_path = request.scope.get("raw_path")
     # The client signed the path as it sent it, percent-encoding included.
