@@ -8,10 +8,12 @@ from fastapi.responses import JSONResponse
 from lakeward import __version__
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
+from lakeward.erasure.service import ErasureIndexService
 from lakeward.errors import LakewardError
 from lakeward.http.athena import athena_router
 from lakeward.http.auth import auth_router, load_sessions
 from lakeward.http.console import install_console
+from lakeward.http.erasure import erasure_router
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.node import metastore_uris
 from lakeward.query.service import QueryService
@@ -56,5 +58,8 @@ def create_app(settings: Settings) -> FastAPI:
     sessions = load_sessions(access)
     app.include_router(auth_router(access, sessions))
     install_console(app, access, service, sessions)
+    erasure = ErasureIndexService(settings, access=access)
+    app.router.add_event_handler("shutdown", erasure.close)
+    app.include_router(erasure_router(erasure, access))
     app.include_router(athena_router(service, access))
     return app
