@@ -14,6 +14,7 @@ from lakeward.http.athena import athena_router
 from lakeward.http.auth import auth_router, load_sessions
 from lakeward.http.console import install_console
 from lakeward.http.erasure import erasure_router
+from lakeward.http.events import events_router
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.node import metastore_uris
 from lakeward.query.service import QueryService
@@ -61,5 +62,6 @@ def create_app(settings: Settings) -> FastAPI:
     erasure = ErasureIndexService(settings, access=access)
     app.router.add_event_handler("shutdown", erasure.close)
     app.include_router(erasure_router(erasure, access))
+    app.include_router(events_router(access))
     app.include_router(athena_router(service, access))
     return app
