@@ -7,13 +7,14 @@ silently left untested.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lakeward.config import Settings, load_settings
-from tests.helpers import JHU_DIR, lakeward, need, need_java
+from tests.helpers import JHU_DIR, PG_SERVER, lakeward, need, need_java
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +49,25 @@ def spark(stack: Settings) -> Iterator[object]:
     session = build_session(stack, "lakeward-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres_db() -> Iterator[str]:
+    """A fresh PostgreSQL database on 127.0.0.1:5432 for this module, dropped afterwards.
+
+    Skips without a server (fails under CI=true).
+    """
+    try:
+        import psycopg
+    except ImportError:
+        need(False, "psycopg is not installed: pip install 'psycopg[binary]'")
+    name = f"lakeward_test_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as e:
+        need(False, f"no PostgreSQL server at 127.0.0.1:5432: {e}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield name
+    with psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -13,6 +13,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 JHU_DIR = ROOT.parent / "shared" / "data" / "jhu_csse"
 IN_CI = os.environ.get("CI") == "true"
+PG_SERVER = "host=127.0.0.1 port=5432 user=postgres"
+"""The PostgreSQL server tests create their own databases on (trust auth)."""
+
+
+def pg_url(dbname: str, schema: str | None = None) -> str:
+    """A SQLAlchemy URL of a database on ``PG_SERVER`` (searching ``schema`` first if given)."""
+    url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{dbname}"
+    return f"{url}?options=-csearch_path%3D{schema}" if schema else url
 
 
 def need(condition: bool, reason: str) -> None:
