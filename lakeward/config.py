@@ -248,6 +248,22 @@ class ErasureRelational(_Section):
     column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
+class ErasureTable(_Section):
+    """A Delta, Iceberg or Hudi table holding user ids: purged through its own format."""
+
+    name: str = Field(pattern=DATASET_NAME)
+    format: Literal["delta", "iceberg", "hudi"]
+    location: str = Field(
+        min_length=1,
+        description="file:// URI of the table (Delta, Hudi); its identifier (namespace.table) "
+        "for Iceberg",
+    )
+    catalog_url: str | None = Field(
+        default=None, description="Iceberg SQL catalog; None: SQLite at <data dir>/erasure/"
+    )
+    id_column: str = Field(default="user_id", min_length=1)
+
+
 class ErasureSettings(_Section):
     database_url: str | None = Field(
         default=None,
@@ -256,6 +272,21 @@ class ErasureSettings(_Section):
     )
     datasets: list[ErasureDataset] = Field(default_factory=list)
     relational: list[ErasureRelational] = Field(default_factory=list)
+    tables: list[ErasureTable] = Field(default_factory=list)
+    # The purge workflow: approval by email, then the purge.
+    smtp_host: str | None = Field(default=None, description="None: approval emails are not sent")
+    smtp_port: int = Field(default=25, ge=1, le=65535)
+    smtp_tls: Literal["none", "starttls", "ssl"] = "none"
+    smtp_username: str | None = None
+    smtp_password: str | None = None
+    mail_from: str = Field(default="lakeward@localhost", min_length=3)
+    approvers: list[str] = Field(default_factory=list, description="Addresses approval goes to")
+    link_expiry_hours: float = Field(default=72.0, gt=0, description="Approval links expire")
+    public_url: str | None = Field(
+        default=None, description="Base URL of the server in links; None: http://<server>"
+    )
+    webhook_url: str | None = Field(default=None, description="Outcomes are POSTed here too")
+    purge_workers: int = Field(default=4, ge=1, le=64, description="Objects purged at once")
 
     @field_validator("database_url")
     @classmethod

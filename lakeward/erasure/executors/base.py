@@ -62,7 +62,7 @@ class Target:
     id_columns: tuple[str, ...] = ("user_id",)
     """The record's id: column names or JSON paths (``$.a.b``); several make a composite."""
     compression: str | None = None
-    """``gzip`` for compressed objects, else None."""
+    """``gzip``, ``auto`` (gzip when the content starts with gzip's magic) or None."""
     connection: str | None = None
     """The SQLAlchemy URL of a relational target."""
 
@@ -175,6 +175,14 @@ class Executor(ABC):
         except PreconditionFailed as exc:
             raise ObjectChanged(str(exc)) from None
         return info.etag, info.size
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def gzipped(target: Target, raw: bytes) -> bool:
+    """Whether an object's content is gzip, as its mapper says or (``auto``) its bytes do."""
+    return target.compression == "gzip" or (target.compression == "auto" and raw[:2] == GZIP_MAGIC)
 
 
 def md5_hex(data: bytes) -> str:

@@ -20,6 +20,7 @@ from lakeward.erasure.executors.base import (
     ObjectChanged,
     Outcome,
     Target,
+    gzipped,
 )
 from lakeward.erasure.mappers import composite_id
 from lakeward.errors import InputError, ObjectNotFound
@@ -78,15 +79,15 @@ class CsvExecutor(Executor):
 
     def _text(self, target: Target, raw: bytes) -> str:
         try:
-            data = gzip.decompress(raw) if target.compression == "gzip" else raw
+            data = gzip.decompress(raw) if gzipped(target, raw) else raw
         except (OSError, EOFError, zlib.error) as exc:
             raise ObjectChanged(f"{target.uri} is not valid gzip: {exc}") from None
         # surrogateescape: bytes that are not UTF-8 come back out exactly as they went in.
         return data.decode("utf-8", "surrogateescape")
 
-    def _bytes(self, target: Target, text: str) -> bytes:
+    def _bytes(self, target: Target, raw: bytes, text: str) -> bytes:
         data = text.encode("utf-8", "surrogateescape")
-        return gzip.compress(data, mtime=0) if target.compression == "gzip" else data
+        return gzip.compress(data, mtime=0) if gzipped(target, raw) else data
 
     def purge(self, target: Target, user_ids: Sequence[str]) -> Outcome:
         try:
@@ -98,7 +99,7 @@ class CsvExecutor(Executor):
         )
         if not removed:
             return self.finish(target, raw, None, 0)  # nothing of the ids (purged before)
-        new = self._bytes(target, header + "".join(kept))
+        new = self._bytes(target, raw, header + "".join(kept))
         return self.finish(target, raw, new, len(removed))
 
     def count(self, target: Target, user_ids: Sequence[str]) -> int:

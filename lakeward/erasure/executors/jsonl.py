@@ -26,6 +26,7 @@ from lakeward.erasure.executors.base import (
     ObjectChanged,
     Outcome,
     Target,
+    gzipped,
 )
 from lakeward.erasure.indexers import id_path, id_text
 from lakeward.erasure.mappers import COMPOSITE_SEPARATOR as SEPARATOR
@@ -99,12 +100,12 @@ class JsonLinesExecutor(Executor):
     layer = JSON_LINES
 
     def decode(self, target: Target, raw: bytes) -> bytes:
-        if target.compression == "gzip":
+        if gzipped(target, raw):
             return gzip.decompress(raw)
         return raw
 
-    def encode(self, target: Target, data: bytes) -> bytes:
-        if target.compression == "gzip":
+    def encode(self, target: Target, raw: bytes, data: bytes) -> bytes:
+        if gzipped(target, raw):
             # mtime=0 keeps the output a function of the content alone.
             return gzip.compress(data, compresslevel=6, mtime=0)
         return data
@@ -127,7 +128,7 @@ class JsonLinesExecutor(Executor):
             # Purged before (a resumed run): nothing of the ids is left to remove.
             return self.finish(target, raw, None, 0)
         return self.finish(
-            target, raw, self.encode(target, blank_lines(data, positions)), len(positions)
+            target, raw, self.encode(target, raw, blank_lines(data, positions)), len(positions)
         )
 
     def _still_held(

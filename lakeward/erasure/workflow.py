@@ -1,0 +1,410 @@
+"""The erasure workflow: request, report, approval, purge, verification, certificate.
+
+    flow = ErasureWorkflow(settings)
+    request, joined = flow.request(["user-1"], requester="dpo@example.com")
+    flow.run_pending()          # what a worker does: every step that can be taken now
+
+A request moves REQUESTED → REPORT_READY → AWAITING_APPROVAL → APPROVED |
+REJECTED | EXPIRED → PURGING → VERIFYING → COMPLETED | FAILED, or STOPPED when
+stopped. Every step reads its state from the database, does work that is safe
+to repeat, and records its result with a compare-and-set on the state, so a
+worker killed anywhere (``kill -9``) resumes correctly when started again:
+the report is made again, an object whose rewrite finished before the kill
+shows a new eTag and is re-planned (finding nothing left to remove), a target
+whose rewrite did not finish is done again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from lakeward.access import AllowAll, Authorizer
+from lakeward.config import Settings
+from lakeward.erasure import approval, report
+from lakeward.erasure.executors import (
+    OBJECT_LAYERS,
+    RELATIONAL,
+    Executors,
+    NeedsOwnDelete,
+    Target,
+)
+from lakeward.erasure.requests import (
+    APPROVED,
+    AWAITING_APPROVAL,
+    COMPLETED,
+    DONE,
+    ERROR,
+    EXPIRED,
+    FAILED,
+    PENDING,
+    PURGING,
+    REJECTED,
+    REPORT_READY,
+    REQUESTED,
+    STOPPED,
+    TERMINAL,
+    TODO,
+    VERIFYING,
+    Request,
+    RequestStore,
+)
+from lakeward.erasure.service import ErasureIndexService, check_user_ids, index_location
+from lakeward.errors import InvalidRequest, LakewardError, ObjectNotFound
+
+log = logging.getLogger(__name__)
+
+APPROVE_ACTION = "erasure:Approve"
+REQUEST_ACTION = "erasure:Request"
+FAILPOINTS_ENV = "LAKEWARD_FAILPOINTS"
+"""Comma-separated points where the worker kills itself with SIGKILL (crash tests)."""
+WORKER = "worker"
+MAX_RETRY_DELAY = timedelta(minutes=10)
+
+
+def request_arn(request_id: str) -> str:
+    return f"arn:lakeward:erasure:::request/{request_id}"
+
+
+def failpoint(name: str) -> None:
+    """Die here, as ``kill -9`` would, when the environment names this point."""
+    if name in os.environ.get(FAILPOINTS_ENV, "").split(","):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ErasureWorkflow:
+    def __init__(self, settings: Settings, *, index: ErasureIndexService | None = None,
+                 access: Authorizer | None = None) -> None:  # fmt: skip
+        self.settings = settings
+        self.index = index or ErasureIndexService(settings)
+        self.store = RequestStore(index_location(settings))
+        self.access: Authorizer = access or AllowAll()
+        self.executors = Executors(self.index.storage)
+        self.signer = approval.LinkSigner.for_settings(settings)
+        self.bucket = settings.lake.data_bucket
+
+    def close(self) -> None:
+        self.executors.close()
+        self.store.close()
+        self.index.close()
+
+    # -- requests --------------------------------------------------------------
+
+    def request(self, user_ids: Sequence[str], requester: str, *, contact: str | None = None,
+                reason: str = "", dry_run: bool = False) -> tuple[Request, bool]:  # fmt: skip
+        """A new request for ``user_ids``, or the pending one it joins (True)."""
+        ids = check_user_ids(list(user_ids))
+        self.access.authorize(REQUEST_ACTION, request_arn("*"))
+        if not requester:
+            raise InvalidRequest("say who asks for the erasure (requester)")
+        return self.store.create_or_join(ids, requester, contact, reason, dry_run)
+
+    def approve(self, request_id: str, actor: str) -> Request:
+        self.access.authorize(APPROVE_ACTION, request_arn(request_id))
+        return self.store.move(request_id, AWAITING_APPROVAL, APPROVED, actor, decided_by=actor)
+
+    def reject(self, request_id: str, actor: str, note: str = "") -> Request:
+        self.access.authorize(APPROVE_ACTION, request_arn(request_id))
+        return self.store.move(request_id, AWAITING_APPROVAL, REJECTED, actor, note,
+                               decided_by=actor)  # fmt: skip
+
+    def stop(self, request_id: str, actor: str) -> Request:
+        """Stop a request: before its purge at once; during it, once running objects finish."""
+        self.access.authorize(APPROVE_ACTION, request_arn(request_id))
+        current = self.store.get(request_id)
+        if current.state in (*PENDING, APPROVED):
+            return self.store.move(
+                request_id, current.state, STOPPED, actor, "stopped before purge"
+            )
+        if current.state == PURGING:
+            self.store.update(request_id, stop_requested=True)
+            return self.store.get(request_id)
+        raise InvalidRequest(f"erasure request {request_id} is {current.state}: nothing to stop")
+
+    def check_link(self, request_id: str, token: str) -> tuple[Request, approval.LinkClaims]:
+        """A link's request and claims, for the confirmation page (changes nothing)."""
+        current = self.store.get(request_id)
+        claims = self.signer.verify(token, request_id, current.report_digest)
+        return current, claims
+
+    def decide_by_link(self, request_id: str, token: str, principal: str | None) -> Request:
+        """Apply the decision a link carries; ``LinkRefused`` (logged) when it is not good."""
+        try:
+            current, claims = self.check_link(request_id, token)
+            if not self.store.use_link(claims.nonce, request_id):
+                raise approval.LinkRefused("this approval link was used already")
+        except approval.LinkRefused as exc:
+            log.warning("approval link for erasure request %s refused: %s", request_id, exc)
+            self._audit_refusal(request_id, principal, exc.message)
+            raise
+        actor = f"{principal} (link)" if principal else f"approval link {claims.nonce[:8]}"
+        if principal is not None:
+            self.access.authorize(APPROVE_ACTION, request_arn(request_id), principal=principal)
+        target = APPROVED if claims.decision == approval.APPROVE else REJECTED
+        return self.store.move(request_id, AWAITING_APPROVAL, target, actor, "by approval link",
+                               decided_by=actor)  # fmt: skip
+
+    def _audit_refusal(self, request_id: str, principal: str | None, reason: str) -> None:
+        audit = getattr(self.access, "audit", None)
+        if audit is None:
+            return
+        from lakeward.access.audit import AuditRecord
+
+        audit.append(AuditRecord(principal=principal or "anonymous",
+                                 action="erasure:UseApprovalLink",
+                                 resource=request_arn(request_id), decision="explicitDeny",
+                                 source="approval-link", statement=reason))  # fmt: skip
+
+    def report_text(self, request_id: str) -> str:
+        """The readable rendering of a request's report."""
+        key = report.report_prefix(request_id) + "report.txt"
+        try:
+            return self.index.storage.get(self.bucket, key).decode("utf-8")
+        except ObjectNotFound:
+            return "(the report is not made yet)"
+
+    # -- the worker ------------------------------------------------------------
+
+    def run_pending(self) -> int:
+        """Take every step that can be taken now, for every request; returns how many."""
+        steps = 0
+        for current in self.store.active():
+            while self.step(current.id):
+                steps += 1
+        for done in self.store.unsent_outcomes():
+            steps += self._notify_outcome(done)
+        return steps
+
+    def run_forever(self, stop: threading.Event, poll: float = 1.0) -> None:
+        while not stop.is_set():
+            try:
+                self.run_pending()
+            except LakewardError as exc:
+                log.error("erasure worker: %s", exc)
+            stop.wait(poll)
+
+    def step(self, request_id: str) -> bool:
+        """One step of a request; False when it waits (for approval, a retry) or is done."""
+        current = self.store.get(request_id)
+        handler = {
+            REQUESTED: self._make_report,
+            REPORT_READY: self._ask_approval,
+            AWAITING_APPROVAL: self._await_approval,
+            APPROVED: self._start_purge,
+            PURGING: self._purge,
+            VERIFYING: self._verify,
+        }.get(current.state)
+        if handler is None:
+            return False
+        moved = handler(current)
+        if moved:
+            failpoint(f"after:{self.store.get(request_id).state}")
+        return moved
+
+    def _make_report(self, current: Request) -> bool:
+        targets, layers = report.plan(self.index, self.executors, current.user_ids)
+        covered = [m.prefix for m in self.index.mappers().datasets]
+        retained = report.retained_copies(self.index.storage, self.settings, covered)
+        doc = report.document(current, layers, retained)
+        digest = report.save(self.index.storage, self.bucket, current.id, doc)
+        self.store.set_targets(current.id, [t.as_dict() for t in targets])
+        note = f"{len(targets)} places to purge"
+        self.store.move(current.id, REQUESTED, REPORT_READY, WORKER, note, report_digest=digest)
+        return True
+
+    def _ask_approval(self, current: Request) -> bool:
+        if current.dry_run:
+            return False  # a dry run ends with its report
+        self.store.move(current.id, REPORT_READY, AWAITING_APPROVAL, WORKER,
+                        next_attempt_at=_now(), attempts=0)  # fmt: skip
+        return True
+
+    def _await_approval(self, current: Request) -> bool:
+        moment = _now()
+        if current.approval_expires_at is not None and moment >= current.approval_expires_at:
+            self.store.move(
+                current.id, AWAITING_APPROVAL, EXPIRED, WORKER, "approval links expired"
+            )
+            return True
+        due = current.next_attempt_at is None or current.next_attempt_at <= moment
+        if current.approval_sent_at is None and due:
+            self._send_approval(current, moment)
+        return False
+
+    def _send_approval(self, current: Request, moment: datetime) -> None:
+        assert current.report_digest is not None
+        expires = approval.expiry(self.settings, moment)
+        links = approval.approval_links(self.settings, self.signer, current.id,
+                                        current.report_digest, expires)  # fmt: skip
+        body = approval.approval_body(self.report_text(current.id), links, expires)
+        try:
+            subject = f"Erasure request {current.id} needs your approval"
+            approval.send_mail(
+                self.settings.erasure, self.settings.erasure.approvers, subject, body
+            )
+        except approval.MailError as exc:
+            # Nothing moves without approval: the request waits and the mail is tried again.
+            delay = min(timedelta(seconds=5 * 2**current.attempts), MAX_RETRY_DELAY)
+            self.store.update(current.id, attempts=current.attempts + 1, last_error=exc.message,
+                              next_attempt_at=moment + delay)  # fmt: skip
+            log.warning("erasure request %s: %s; retrying in %s", current.id, exc, delay)
+            return
+        self.store.update(current.id, approval_sent_at=moment, approval_expires_at=expires,
+                          last_error=None)  # fmt: skip
+
+    def _start_purge(self, current: Request) -> bool:
+        self.store.move(current.id, APPROVED, PURGING, WORKER)
+        return True
+
+    def _purge(self, current: Request) -> bool:
+        rows = {row.seq: row for row in self.store.targets(current.id, TODO)}
+        stop = threading.Event()
+        if current.stop_requested:
+            stop.set()
+        by_uri = {row.target["uri"]: row.seq for row in rows.values()}
+        targets = [Target.from_dict(row.target) for row in rows.values()]
+        results = self.executors.run(targets, current.user_ids, stop=stop, replan=self._replan,
+                                     workers=self.settings.erasure.purge_workers)  # fmt: skip
+        for target, result in results:
+            seq = by_uri[target.uri]
+            failpoint("written")
+            if isinstance(result, Exception):
+                message = getattr(result, "message", None) or f"{type(result).__name__}: {result}"
+                state = "needs-own-delete" if isinstance(result, NeedsOwnDelete) else "error"
+                self.store.finish_target(current.id, seq, ERROR, {"error": message, "state": state})
+            else:
+                self.store.finish_target(current.id, seq, DONE, result.as_dict())
+                self._reindex(target)
+            failpoint("target-done")
+            if self.store.get(current.id).stop_requested:
+                stop.set()
+        if stop.is_set() and self.store.targets(current.id, TODO):
+            self._write_certificate(self.store.get(current.id), STOPPED)
+            self.store.move(current.id, PURGING, STOPPED, WORKER, "stopped during the purge")
+            return True
+        self.store.move(current.id, PURGING, VERIFYING, WORKER)
+        return True
+
+    def _replan(self, target: Target) -> Target:
+        """A target made again from the object as it is now: its eTag, positions by scan."""
+        try:
+            info = self.index.storage.stat(target.bucket, target.key)
+        except ObjectNotFound:
+            return Target.from_dict(target.as_dict() | {"etag": None, "positions": ()})
+        return Target.from_dict(target.as_dict() | {"etag": info.etag, "size": info.size,
+                                                    "positions": ()})  # fmt: skip
+
+    def _reindex(self, target: Target) -> None:
+        """Bring the index up to date with what the purge changed."""
+        if target.layer in OBJECT_LAYERS:
+            if self.index.storage.exists(target.bucket, target.key):
+                self.index.index_object(target.bucket, target.key)
+            else:
+                self.index.store.remove_object(target.uri)
+        elif target.layer == RELATIONAL:
+            names = [m.name for m in self.index.mappers().relational if m.location == target.uri]
+            self.index.index_relational(names)
+
+    def _verify(self, current: Request) -> bool:
+        remaining: list[dict[str, Any]] = []
+        for row in self.store.targets(current.id):
+            target = Target.from_dict(row.target | {"etag": None, "positions": ()})
+            try:
+                left = self.executors.count(target, current.user_ids)
+            except NeedsOwnDelete:
+                left = -1
+            outcome = dict(row.outcome or {})
+            outcome["remaining"] = left
+            self.store.finish_target(current.id, row.seq, row.status, outcome)
+            if left != 0 or row.status != DONE:
+                remaining.append({"uri": target.uri, "remaining": left, "status": row.status})
+        in_index = sum(len(h) for h in self.index.store.find(current.user_ids).values())
+        ok = not remaining and in_index == 0
+        final = COMPLETED if ok else FAILED
+        self._write_certificate(self.store.get(current.id), final, in_index)
+        note = (
+            "zero records remain"
+            if ok
+            else (f"{len(remaining)} places still hold records or failed; {in_index} index entries")
+        )
+        self.store.move(current.id, VERIFYING, final, WORKER, note)
+        return True
+
+    def _write_certificate(self, current: Request, final: str, in_index: int | None = None) -> None:
+        rows = self.store.targets(current.id)
+        history = self.store.history(current.id)
+        prefix = report.report_prefix(current.id)
+        try:
+            saved = json.loads(self.index.storage.get(self.bucket, prefix + "report.json"))
+            retained = list(saved.get("retained", []))
+        except ObjectNotFound:
+            retained = []
+        places = []
+        for row in rows:
+            outcome = row.outcome or {}
+            retained.extend(outcome.get("retained", []))
+            places.append({k: v for k, v in (outcome | {"uri": row.target["uri"],
+                          "layer": row.target["layer"], "status": row.status}).items()
+                          if k != "retained"})  # fmt: skip
+        doc = {
+            "request_id": current.id,
+            "state": final,
+            "user_id_sha256": [report.hash_id(u) for u in current.user_ids],
+            "report_digest": current.report_digest,
+            "approver": current.decided_by,
+            "requested_at": current.created_at.isoformat(),
+            "transitions": [
+                {"to": t.to_state, "at": t.at.isoformat(), "by": t.actor} for t in history
+            ],  # fmt: skip
+            "finished_at": _now().isoformat(),
+            "objects": [p for p in places if p["layer"] in OBJECT_LAYERS],
+            "tables": [p for p in places if p["layer"] not in OBJECT_LAYERS],
+            "index_entries_remaining": in_index,
+            "retained": retained,
+        }
+        self.index.storage.put(self.bucket, prefix + "certificate.json", report.encode(doc))
+
+    def _notify_outcome(self, current: Request) -> int:
+        moment = _now()
+        if current.next_attempt_at is not None and current.next_attempt_at > moment:
+            return 0
+        config = self.settings.erasure
+        to = [a for a in [current.requester, current.contact] if a and "@" in a]
+        to += [a for a in config.approvers if a not in to]
+        body = f"Erasure request {current.id} ended {current.state}.\n\n"
+        body += "\n".join(f"{t.at.isoformat()}  {t.to_state}  {t.actor}  {t.note}"
+                          for t in self.store.history(current.id))  # fmt: skip
+        try:
+            certificate: tuple[str, bytes] | None = None
+            try:
+                key = report.report_prefix(current.id) + "certificate.json"
+                certificate = ("certificate.json", self.index.storage.get(self.bucket, key))
+            except ObjectNotFound:
+                pass
+            if config.smtp_host and to:
+                approval.send_mail(config, to, f"Erasure request {current.id}: {current.state}",
+                                   body, certificate)  # fmt: skip
+            if config.webhook_url:
+                approval.post_webhook(
+                    config.webhook_url, {"request_id": current.id, "state": current.state}
+                )
+        except approval.MailError as exc:
+            delay = min(timedelta(seconds=5 * 2**current.attempts), MAX_RETRY_DELAY)
+            self.store.update(current.id, attempts=current.attempts + 1, last_error=exc.message,
+                              next_attempt_at=moment + delay)  # fmt: skip
+            return 0
+        self.store.update(current.id, outcome_sent_at=moment, next_attempt_at=None)
+        return 1
+
+
+__all__ = ["APPROVE_ACTION", "REQUEST_ACTION", "TERMINAL", "ErasureWorkflow", "request_arn"]

@@ -1,0 +1,183 @@
+"""Erasure requests over HTTP, and the pages approval links open.
+
+REST (SigV4-signed like every REST route, authorized by the workflow):
+
+* ``POST /erasure/requests`` ``{"user_ids": [...], "requester", "contact", "reason", "dry_run"}``
+* ``GET /erasure/requests``, ``GET /erasure/requests/{id}`` (with history and targets)
+* ``POST /erasure/requests/{id}/approve|reject|stop``
+
+Approval pages (the link in the email is the credential):
+
+* ``GET /erasure/approval/{id}?token=...`` shows the request and a confirmation
+  form; it never changes anything;
+* ``POST /erasure/approval/{id}`` (form field ``token``) applies the decision.
+  If the browser also carries a console session, its user must be allowed
+  ``erasure:Approve``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from lakeward.access.sessions import SESSION_COOKIE, Sessions
+from lakeward.erasure.approval import APPROVE, LinkRefused
+from lakeward.erasure.requests import AWAITING_APPROVAL
+from lakeward.erasure.requests import Request as ErasureRequest
+from lakeward.erasure.workflow import ErasureWorkflow
+from lakeward.errors import LakewardError
+from lakeward.http.rest import signed_request
+from lakeward.http.sigv4 import Credentials
+
+
+class NewRequest(BaseModel):
+    user_ids: list[str] = Field(min_length=1, max_length=1000)
+    requester: str | None = Field(default=None, max_length=320)
+    contact: str | None = Field(default=None, max_length=320)
+    reason: str = Field(default="", max_length=2000)
+    dry_run: bool = False
+
+
+def request_json(
+    flow: ErasureWorkflow, current: ErasureRequest, full: bool = False
+) -> dict[str, Any]:
+    data = current.as_dict()
+    if full:
+        data["history"] = [
+            {
+                "from": t.from_state,
+                "to": t.to_state,
+                "at": t.at.isoformat(),
+                "by": t.actor,
+                "note": t.note,
+            }  # fmt: skip
+            for t in flow.store.history(current.id)
+        ]
+        data["targets"] = [
+            {"target": row.target, "status": row.status, "outcome": row.outcome}
+            for row in flow.store.targets(current.id)
+        ]
+    return data
+
+
+def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
+    e = html.escape
+    return HTMLResponse(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
+        "<meta name='referrer' content='no-referrer'></head>"
+        f"<body><h1>{e(title)}</h1>{body}</body></html>",
+        status_code=status,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def erasure_requests_router(
+    flow: ErasureWorkflow, credentials: Credentials, sessions: Sessions | None = None
+) -> APIRouter:
+    router = APIRouter(prefix="/erasure", tags=["erasure"])
+
+    async def caller(request: Request) -> str:
+        signed = await signed_request(
+            request, credentials, source="erasure-api", request_id=str(uuid.uuid4())
+        )
+        return signed.principal
+
+    @router.post("/requests", status_code=201)
+    async def create(request: Request) -> dict[str, Any]:
+        """Ask for the erasure of some user ids (joins a pending request for them)."""
+        principal = await caller(request)
+        try:
+            body = NewRequest.model_validate_json(await request.body())
+        except ValueError as exc:
+            raise LakewardError(f"invalid erasure request: {exc}") from None
+        current, joined = await run_in_threadpool(
+            flow.request, body.user_ids, body.requester or principal,
+            contact=body.contact, reason=body.reason, dry_run=body.dry_run,
+        )  # fmt: skip
+        return request_json(flow, current) | {"joined": joined}
+
+    @router.get("/requests")
+    async def listing(request: Request, state: str | None = None) -> list[dict[str, Any]]:
+        await caller(request)
+        found = await run_in_threadpool(flow.store.recent, [state] if state else None)
+        return [request_json(flow, r) for r in found]
+
+    @router.get("/requests/{request_id}")
+    async def status(request_id: str, request: Request) -> dict[str, Any]:
+        await caller(request)
+        current = await run_in_threadpool(flow.store.get, request_id)
+        return await run_in_threadpool(request_json, flow, current, True)
+
+    @router.post("/requests/{request_id}/{action}")
+    async def act(request_id: str, action: str, request: Request) -> dict[str, Any]:
+        principal = await caller(request)
+        handlers = {"approve": flow.approve, "reject": flow.reject, "stop": flow.stop}
+        if action not in handlers:
+            raise LakewardError(f"unknown action {action!r}: approve, reject or stop")
+        current = await run_in_threadpool(handlers[action], request_id, principal)
+        return request_json(flow, current)
+
+    def signed_in(request: Request) -> str | None:
+        if sessions is None or SESSION_COOKIE not in request.cookies:
+            return None
+        return sessions.verify(request.cookies[SESSION_COOKIE]).user
+
+    @router.get("/approval/{request_id}", response_class=HTMLResponse)
+    async def confirm_page(request_id: str, token: Annotated[str, Query()] = "") -> HTMLResponse:
+        """The page an approval link opens: the request, and a form to confirm."""
+        e = html.escape
+        try:
+            current, claims = await run_in_threadpool(flow.check_link, request_id, token)
+        except LinkRefused as exc:
+            return _refused(flow, request_id, exc)
+        except LakewardError as exc:
+            return _page("Erasure request", f"<p>{e(exc.message)}</p>", exc.http_status)
+        if current.state != AWAITING_APPROVAL:
+            return _page(
+                f"Erasure request {request_id}", f"<p>This request is {e(current.state)}.</p>"
+            )
+        verb = "Approve" if claims.decision == APPROVE else "Reject"
+        text = await run_in_threadpool(flow.report_text, request_id)
+        return _page(
+            f"{verb} erasure request {request_id}?",
+            f"<p>User ids: {e(', '.join(current.user_ids))}</p><pre>{e(text)}</pre>"
+            f"<form method='post' action='/erasure/approval/{e(request_id)}'>"
+            f"<input type='hidden' name='token' value='{e(token)}'>"
+            f"<button type='submit'>{verb} this erasure</button></form>",
+        )
+
+    @router.post("/approval/{request_id}", response_class=HTMLResponse)
+    async def decide(
+        request_id: str, request: Request, token: Annotated[str, Form()] = ""
+    ) -> HTMLResponse:
+        e = html.escape
+        try:
+            principal = signed_in(request)
+            current = await run_in_threadpool(flow.decide_by_link, request_id, token, principal)
+        except LinkRefused as exc:
+            return _refused(flow, request_id, exc)
+        except LakewardError as exc:
+            return _page("Erasure request", f"<p>{e(exc.message)}</p>", exc.http_status)
+        return _page(
+            f"Erasure request {request_id}", f"<p>The request is now {e(current.state)}.</p>"
+        )
+
+    return router
+
+
+def _refused(flow: ErasureWorkflow, request_id: str, exc: LinkRefused) -> HTMLResponse:
+    e = html.escape
+    state = ""
+    with contextlib.suppress(LakewardError):
+        state = f"<p>The request is {e(flow.store.get(request_id).state)}.</p>"
+    return _page("Approval link refused", f"<p>{e(exc.message)}</p>{state}", exc.http_status)
+
+
+__all__ = ["erasure_requests_router", "request_json"]
