@@ -296,6 +296,26 @@ class ErasureSettings(_Section):
         return value
 
 
+class BiSettings(_Section):
+    database_url: str | None = Field(
+        default=None,
+        description="Data sources, datasets, analyses and dashboards; None: SQLite at "
+        "<data dir>/bi/bi.db (e.g. postgresql://user@host/lakeward)",
+    )
+    sharing_grants_data: bool = Field(
+        default=False,
+        description="QuickSight's behaviour: a dashboard shared with someone shows them its "
+        "data even if they may not use its catalog (default: they need both)",
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("sqlite:", "postgresql:", "postgresql+")):
+            raise ValueError(f"must be a sqlite: or postgresql: URL, not {value!r}")
+        return value
+
+
 class CovidSettings(_Section):
     source: str = Field(
         default=JHU_TIME_SERIES_URL,
@@ -336,6 +356,7 @@ class Settings(BaseModel):
     covid: CovidSettings = Field(default_factory=CovidSettings)
     databases: DatabasesSettings = Field(default_factory=DatabasesSettings)
     erasure: ErasureSettings = Field(default_factory=ErasureSettings)
+    bi: BiSettings = Field(default_factory=BiSettings)
 
     @property
     def lake_root(self) -> str:

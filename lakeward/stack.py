@@ -166,7 +166,7 @@ class Stack:
             from lakeward.ingest.covid import CovidEtl
 
             CovidEtl(self.settings, self.progress, storage).run(covid_source)
-        outputs = {**self.outputs(), **identities}
+        outputs = {**self.outputs(), **identities, **self.seed_bi()}
         write_state(self.settings, outputs)
         return outputs
 
@@ -177,6 +177,14 @@ class Stack:
 
         with self.progress.step("users, groups and policies"):
             return seed_identities(self.settings, AccessControl(self.settings))
+
+    def seed_bi(self) -> dict[str, str]:
+        """The seed's BI data source, COVID-19 dataset (with its extract) and dashboard."""
+        from lakeward.access.control import AccessControl
+        from lakeward.bi.seed import seed_bi
+
+        with self.progress.step("BI data source, dataset and dashboard"):
+            return seed_bi(self.settings, AccessControl(self.settings))
 
     def start_metastore(self, heal: bool = False) -> list[str]:
         """Start the nodes that are not running, all at once; the names of those started.

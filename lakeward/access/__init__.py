@@ -34,6 +34,11 @@ def workgroup_arn(name: str) -> str:
     return f"{ARN_PREFIX}:athena:::workgroup/{name}"
 
 
+def quicksight_arn(kind: str, resource_id: str) -> str:
+    """A BI object: ``kind`` is datasource, dataset, analysis or dashboard."""
+    return f"{ARN_PREFIX}:quicksight:::{kind}/{resource_id}"
+
+
 def s3_arn(bucket: str, key: str = "") -> str:
     return f"{ARN_PREFIX}:s3:::{bucket}/{key}" if key else f"{ARN_PREFIX}:s3:::{bucket}"
 

@@ -40,19 +40,36 @@ def user_arn(name: str) -> str:
     return f"arn:lakeward:iam:::user/{name}"
 
 
+ROLE_PREFIX = "role/"
+
+
+def role_principal(name: str) -> str:
+    """How a service acting as a role names itself to ``authorize`` (``role/<name>``).
+
+    User names cannot hold ``/``, so this never stands for a user.
+    """
+    return f"{ROLE_PREFIX}{name}"
+
+
 @dataclass(frozen=True)
 class Identity:
-    """Who a request comes from: the root credential or an IAM user."""
+    """Who a request comes from: the root credential, an IAM user, or a role a service acts as."""
 
-    name: str  # "root" or the user name
+    name: str  # "root", the user name, or role/<role name>
 
     @property
     def is_root(self) -> bool:
         return self.name == ROOT
 
     @property
+    def is_role(self) -> bool:
+        return self.name.startswith(ROLE_PREFIX)
+
+    @property
     def arn(self) -> str:
-        return "arn:lakeward:iam:::root" if self.is_root else user_arn(self.name)
+        if self.is_root:
+            return "arn:lakeward:iam:::root"
+        return f"arn:lakeward:iam:::{self.name}" if self.is_role else user_arn(self.name)
 
 
 class AccessControl:
@@ -100,6 +117,8 @@ class AccessControl:
         api = self.settings.api
         if principal in (ROOT, api.access_key_id):
             return Identity(ROOT)
+        if principal.startswith(ROLE_PREFIX):
+            return Identity(principal)
         found = self._lookup_key(principal)
         if found is not None:
             self.principals.mark_key_used(principal, datetime.now(UTC))
@@ -114,9 +133,12 @@ class AccessControl:
             cached = self._policies.get(user)
         if cached is not None and cached[0] == generation:
             return cached[1]
-        documents = [
-            (name, parse_policy(doc)) for name, doc in self.principals.policies_for_user(user)
-        ]
+        found = (
+            self.principals.policies_for_role(user.removeprefix(ROLE_PREFIX))
+            if user.startswith(ROLE_PREFIX)
+            else self.principals.policies_for_user(user)
+        )
+        documents = [(name, parse_policy(doc)) for name, doc in found]
         with self._lock:
             self._policies[user] = (generation, documents)
         return documents
@@ -150,10 +172,18 @@ class AccessControl:
         *,
         principal: str | None = None,
         context: Mapping[str, object] | None = None,
+        shared: bool = False,
     ) -> Identity:
-        """Allow or raise ``AccessDenied``; the decision is audited either way."""
+        """Allow or raise ``AccessDenied``; the decision is audited either way.
+
+        ``shared``: the resource itself grants this to the caller (a BI object
+        shared with them, like a resource-based policy in AWS): that allows
+        unless one of the caller's policies denies it explicitly.
+        """
         identity = self.identify(principal or current_principal.get())
         decision = self.decide(identity, action, resource, context)
+        if shared and decision.decision == "implicitDeny":
+            decision = Decision("allowed", "resource share")
         self.audit.append(
             AuditRecord(
                 time=datetime.now(UTC),

@@ -82,7 +82,13 @@ KNOWN_ACTIONS: frozenset[str] = frozenset(
     | _actions(
         "quicksight",
         "DescribeDashboard ListDashboards CreateDashboard UpdateDashboard DeleteDashboard"
-        " DescribeDataSet CreateDataSet",
+        " QueryDashboard UpdateDashboardPermissions"
+        " DescribeDataSet CreateDataSet PassDataSet QueryDataSet UpdateDataSet DeleteDataSet"
+        " CreateIngestion UpdateDataSetPermissions"
+        " CreateDataSource DescribeDataSource PassDataSource UpdateDataSource DeleteDataSource"
+        " UpdateDataSourcePermissions"
+        " CreateAnalysis DescribeAnalysis QueryAnalysis UpdateAnalysis DeleteAnalysis"
+        " UpdateAnalysisPermissions",
     )
     | _actions("erasure", "CreateRequest GetRequest ListRequests Approve Reject Stop")
     | _actions("audit", "Query")

@@ -7,11 +7,13 @@ from fastapi.responses import JSONResponse
 
 from lakeward import __version__
 from lakeward.access.control import AccessControl
+from lakeward.bi.service import BiService
 from lakeward.config import Settings
 from lakeward.erasure.service import ErasureIndexService
 from lakeward.errors import LakewardError
 from lakeward.http.athena import athena_router
 from lakeward.http.auth import auth_router, load_sessions
+from lakeward.http.bi import bi_router
 from lakeward.http.console import install_console
 from lakeward.http.erasure import erasure_router
 from lakeward.http.events import events_router
@@ -59,6 +61,10 @@ def create_app(settings: Settings) -> FastAPI:
     sessions = load_sessions(access)
     app.include_router(auth_router(access, sessions))
     install_console(app, access, service, sessions)
+    bi = BiService(settings, access, service, owner=True)
+    app.state.bi_service = bi
+    app.router.add_event_handler("shutdown", bi.close)
+    app.include_router(bi_router(bi, sessions))
     erasure = ErasureIndexService(settings, access=access)
     app.router.add_event_handler("shutdown", erasure.close)
     app.include_router(erasure_router(erasure, access))

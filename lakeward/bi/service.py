@@ -1,0 +1,823 @@
+"""The BI service: data sources, datasets and their extracts, analyses, dashboards.
+
+Every public method takes the calling principal (a user name, an access key
+id, or ``root``) and asks ``AccessControl.authorize`` before acting, with the
+``quicksight:*`` actions listed in ``ACTIONS``. A BI object is reachable by
+its owner, by whoever it is shared with (``Share``: a user or a group, as
+viewer or owner; a share acts like a resource-based policy, which an explicit
+Deny in the caller's policies still overrides), and by principals whose own
+policies allow the action on its ARN (``arn:lakeward:quicksight:::<kind>/<id>``).
+A caller who may not see an object is refused the same way whether or not it
+exists, so ids cannot be probed.
+
+Data never flows around the SQL service: every dataset query runs through
+``QueryService`` as the role ``bi-service-role``, with the service's checks
+(parsing, catalogs, ``lakeward:UseCatalog``, ``s3:GetObject`` on the tables'
+data). On top of that, a caller must be allowed to use the catalog themself to
+read a dataset's rows, and, unless ``bi.sharing_grants_data`` is set, to view
+a dashboard's data: sharing a dashboard never widens anyone's access to data.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, Protocol, TypeVar
+
+import pyarrow as pa
+
+from lakeward.access import catalog_arn, current_principal, quicksight_arn
+from lakeward.access.control import AccessControl, Identity, role_principal
+from lakeward.access.seed import BI_ROLE
+from lakeward.bi.datasets import Shaped, apply_fields
+from lakeward.bi.extracts import ExtractFiles
+from lakeward.bi.live import read_result
+from lakeward.bi.model import (
+    Analysis,
+    AnalysisSpec,
+    Dashboard,
+    Dataset,
+    DatasetSpec,
+    DataSource,
+    Extract,
+    Filter,
+    Kind,
+    Series,
+    Share,
+    Visual,
+    parse,
+)
+from lakeward.bi.store import BiStore
+from lakeward.bi.visuals import compute_series, merge_filters
+from lakeward.config import Settings
+from lakeward.errors import AccessDenied, InvalidRequest, LakewardError, ResourceNotFound
+from lakeward.query.model import QueryState
+from lakeward.query.service import QueryService
+from lakeward.storage import Storage, load_storage
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["auto", "extract", "live"]
+T = TypeVar("T")
+
+
+class _Owned(Protocol):
+    id: str
+    owner: str
+
+
+OwnedT = TypeVar("OwnedT", bound=_Owned)
+
+# The quicksight:* actions the service asks for, per kind of object. Viewers of
+# a shared object get the ``Describe``/``Pass``/``Query`` ones; owners get all.
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "datasource": ("CreateDataSource", "DescribeDataSource", "PassDataSource",
+                   "UpdateDataSource", "DeleteDataSource", "UpdateDataSourcePermissions"),
+    "dataset": ("CreateDataSet", "DescribeDataSet", "PassDataSet", "QueryDataSet",
+                "UpdateDataSet", "DeleteDataSet", "CreateIngestion",
+                "UpdateDataSetPermissions"),
+    "analysis": ("CreateAnalysis", "DescribeAnalysis", "QueryAnalysis", "UpdateAnalysis",
+                 "DeleteAnalysis", "UpdateAnalysisPermissions"),
+    "dashboard": ("CreateDashboard", "DescribeDashboard", "QueryDashboard",
+                  "DeleteDashboard", "UpdateDashboardPermissions"),
+}  # fmt: skip
+VIEWER_VERBS = ("Describe", "Pass", "Query")
+_NAMES = {"datasource": "data source", "dataset": "dataset", "analysis": "analysis",
+          "dashboard": "dashboard"}  # fmt: skip
+POLL_LIMIT = 0.25  # seconds between looks at a running query, at most
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling, resolved once per call: the identity and the user's groups."""
+
+    principal: str
+    identity: Identity
+    groups: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.identity.name
+
+
+@dataclass(frozen=True)
+class Preview:
+    """The first rows of a dataset, its fields, and the rows its conversions could not convert."""
+
+    columns: list[dict[str, str]]
+    rows: list[dict[str, Any]]
+    row_count: int
+    issues: list[dict[str, Any]]
+    source: Literal["extract", "live"]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class BiService:
+    """The BI core; the HTTP API, the console and ``lakeward up`` call it."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        access: AccessControl,
+        queries: QueryService,
+        storage: Storage | None = None,
+        *,
+        owner: bool = False,
+    ) -> None:
+        """``owner``: this is the stack's server, which runs the scheduled refreshes."""
+        self.settings = settings
+        self.access = access
+        self.queries = queries
+        self.storage = storage or load_storage(settings)
+        self.store = BiStore(settings.bi.database_url or settings.data_dir / "bi" / "bi.db")
+        self.files = ExtractFiles(self.storage, settings.lake.data_bucket)
+        self.role = role_principal(BI_ROLE)
+        self._refreshing: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._scheduler: threading.Thread | None = None
+        if owner:
+            self._scheduler = threading.Thread(
+                target=self._schedule, name="bi-refresh", daemon=True
+            )
+            self._scheduler.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._scheduler is not None:
+            self._scheduler.join(timeout=5)
+        self.store.close()
+
+    # -- who may do what ----------------------------------------------------
+
+    def caller(self, principal: str) -> Caller:
+        identity = self.access.identify(principal)
+        groups: tuple[str, ...] = ()
+        if not identity.is_root and not identity.is_role:
+            groups = tuple(self.access.principals.groups_of(identity.name))
+        return Caller(principal, identity, groups)
+
+    def _role_of(self, caller: Caller, kind: Kind, resource_id: str, owner: str) -> str | None:
+        """The caller's share on an object: ``owner``, ``viewer`` or None."""
+        if owner == caller.name:
+            return "owner"
+        mine = {f"user/{caller.name}", *(f"group/{g}" for g in caller.groups)}
+        roles = {s.role for s in self.store.shares(kind, resource_id) if s.principal in mine}
+        return "owner" if "owner" in roles else "viewer" if roles else None
+
+    def _check(self, caller: Caller, kind: Kind, resource_id: str, owner: str, action: str) -> None:
+        role = self._role_of(caller, kind, resource_id, owner)
+        shared = role == "owner" or (role == "viewer" and action.startswith(VIEWER_VERBS))
+        self.access.authorize(
+            f"quicksight:{action}",
+            quicksight_arn(kind, resource_id),
+            principal=caller.principal,
+            shared=shared,
+        )
+
+    def _visible(self, caller: Caller, kind: Kind, resource_id: str, owner: str) -> bool:
+        """Whether a list shows the object (asked without an audit record per row)."""
+        action = f"quicksight:Describe{_describe_noun(kind)}"
+        decision = self.access.decide(caller.identity, action, quicksight_arn(kind, resource_id))
+        if decision.decision == "explicitDeny":
+            return False
+        return decision.allowed or self._role_of(caller, kind, resource_id, owner) is not None
+
+    def _get(
+        self, caller: Caller, kind: Kind, resource_id: str, action: str,
+        load: Callable[[str], OwnedT | None],
+    ) -> OwnedT:  # fmt: skip
+        found = load(resource_id)
+        if found is None:
+            # Only a caller whose own policies allow the action learns that nothing is
+            # there; anyone else is refused exactly as for an object they may not see.
+            self.access.authorize(
+                f"quicksight:{action}",
+                quicksight_arn(kind, resource_id),
+                principal=caller.principal,
+            )
+            raise ResourceNotFound(f"{_NAMES[kind]} {resource_id} does not exist")
+        self._check(caller, kind, resource_id, found.owner, action)
+        return found
+
+    def _create(self, caller: Caller, kind: Kind, resource_id: str) -> None:
+        self.access.authorize(
+            f"quicksight:Create{_describe_noun(kind)}",
+            quicksight_arn(kind, resource_id),
+            principal=caller.principal,
+        )
+        if self.store.exists(kind, resource_id):
+            raise InvalidRequest(f"a {_NAMES[kind]} with id {resource_id} exists already")
+
+    def _check_catalog(self, caller: Caller, source: DataSource, what: str) -> None:
+        arn = catalog_arn(source.catalog)
+        try:
+            self.access.authorize("lakeward:UseCatalog", arn, principal=caller.principal)
+        except AccessDenied:
+            raise AccessDenied(
+                f"{what} reads the catalog {source.catalog}, which you may not use "
+                f"(lakeward:UseCatalog on {arn}); ask an administrator for access"
+            ) from None
+
+    # -- data sources -------------------------------------------------------
+
+    def list_data_sources(self, principal: str) -> list[DataSource]:
+        caller = self.caller(principal)
+        return [
+            _with_arn(s, "datasource") for s in self.store.data_sources()
+            if self._visible(caller, "datasource", s.id, s.owner)
+        ]  # fmt: skip
+
+    def create_data_source(
+        self, principal: str, source_id: str, name: str, catalog: str, workgroup: str = "primary"
+    ) -> DataSource:
+        """A data source over a catalog of the SQL service; validate it to use it."""
+        caller = self.caller(principal)
+        _check_id("data source id", source_id)
+        if not name.strip() or len(name) > 128:
+            raise InvalidRequest("name: give 1 to 128 characters")
+        self._create(caller, "datasource", source_id)
+        if catalog.lower() not in {c.lower() for c in self.queries.catalogs.names()}:
+            raise InvalidRequest(f"catalog: the SQL service has no catalog {catalog!r}")
+        if workgroup not in {g.name for g in self.queries.store.workgroups()}:
+            raise InvalidRequest(f"workgroup: the SQL service has no workgroup {workgroup!r}")
+        source = DataSource(
+            source_id, name.strip(), catalog.lower(), workgroup, caller.name, _now()
+        )
+        self.store.put_data_source(source)
+        return _with_arn(source, "datasource")
+
+    def get_data_source(self, principal: str, source_id: str) -> DataSource:
+        caller = self.caller(principal)
+        source = self._get(caller, "datasource", source_id, "DescribeDataSource",
+                           self.store.data_source)  # fmt: skip
+        return _with_arn(source, "datasource")
+
+    def delete_data_source(self, principal: str, source_id: str) -> None:
+        caller = self.caller(principal)
+        self._get(caller, "datasource", source_id, "DeleteDataSource", self.store.data_source)
+        users = [d.id for d in self.store.datasets() if d.spec.data_source_id == source_id]
+        if users:
+            raise InvalidRequest(
+                f"data source {source_id} is used by dataset(s) {', '.join(users)}; "
+                "delete them first"
+            )
+        self.store.delete("datasource", source_id)
+
+    def validate_data_source(self, principal: str, source_id: str) -> DataSource:
+        """Run a test query as the BI role; record and return VALID or INVALID with the reason.
+
+        The test lists the catalog's databases and reads one row of a table, so
+        both ``lakeward:UseCatalog`` and ``s3:GetObject`` on the data are tried.
+        """
+        caller = self.caller(principal)
+        source = self._get(caller, "datasource", source_id, "UpdateDataSource",
+                           self.store.data_source)  # fmt: skip
+        try:
+            self._run_sql(source, f'SHOW DATABASES IN "{source.catalog}"')
+            table = self._any_table(source)
+            if table is not None:
+                self._run_sql(source, f'SELECT * FROM "{source.catalog}".{table} LIMIT 1')
+            source.status, source.status_message = "VALID", "the test query succeeded"
+        except LakewardError as exc:
+            source.status, source.status_message = "INVALID", exc.message
+        source.validated = _now()
+        self.store.put_data_source(source)
+        return _with_arn(source, "datasource")
+
+    def _any_table(self, source: DataSource) -> str | None:
+        with self._as_role():
+            for database in self.queries.list_databases(source.catalog):
+                for info in self.queries.list_table_metadata(source.catalog, database):
+                    return f'"{database}"."{info.name}"'
+        return None
+
+    def _usable_source(self, caller: Caller, source_id: str) -> DataSource:
+        source = self._get(caller, "datasource", source_id, "PassDataSource",
+                           self.store.data_source)  # fmt: skip
+        return source
+
+    # -- datasets -----------------------------------------------------------
+
+    def list_datasets(self, principal: str) -> list[Dataset]:
+        caller = self.caller(principal)
+        return [
+            _with_arn(d, "dataset") for d in self.store.datasets()
+            if self._visible(caller, "dataset", d.id, d.owner)
+        ]  # fmt: skip
+
+    def create_dataset(
+        self, principal: str, dataset_id: str, spec: DatasetSpec | dict[str, Any]
+    ) -> Dataset:
+        """Create a dataset; a SPICE one is imported into its extract at once.
+
+        The query runs first: a definition whose SQL is refused or whose field
+        operations do not apply is not saved.
+        """
+        caller = self.caller(principal)
+        _check_id("dataset id", dataset_id)
+        spec = spec if isinstance(spec, DatasetSpec) else parse(DatasetSpec, spec, "dataset")
+        self._create(caller, "dataset", dataset_id)
+        source = self._usable_source(caller, spec.data_source_id)
+        self._check_catalog(caller, source, f"dataset {dataset_id}")
+        shaped = self._shape(source, spec)
+        now = _now()
+        dataset = Dataset(dataset_id, spec, caller.name, now, now, shaped.columns)
+        self.store.put_dataset(dataset)
+        if spec.import_mode == "SPICE":
+            self._store_extract(dataset, shaped, time.monotonic())
+        return _with_arn(dataset, "dataset")
+
+    def update_dataset(
+        self, principal: str, dataset_id: str, spec: DatasetSpec | dict[str, Any]
+    ) -> Dataset:
+        """Replace the definition; a SPICE dataset's extract is refreshed with it."""
+        caller = self.caller(principal)
+        dataset = self._get(caller, "dataset", dataset_id, "UpdateDataSet", self.store.dataset)
+        spec = spec if isinstance(spec, DatasetSpec) else parse(DatasetSpec, spec, "dataset")
+        source = self._usable_source(caller, spec.data_source_id)
+        self._check_catalog(caller, source, f"dataset {dataset_id}")
+        started = time.monotonic()
+        shaped = self._shape(source, spec)
+        dataset.spec, dataset.updated, dataset.columns = spec, _now(), shaped.columns
+        self.store.put_dataset(dataset)
+        if spec.import_mode == "SPICE":
+            self._store_extract(dataset, shaped, started)
+        return _with_arn(dataset, "dataset")
+
+    def get_dataset(self, principal: str, dataset_id: str) -> Dataset:
+        caller = self.caller(principal)
+        return _with_arn(
+            self._get(caller, "dataset", dataset_id, "DescribeDataSet", self.store.dataset),
+            "dataset",
+        )
+
+    def delete_dataset(self, principal: str, dataset_id: str) -> None:
+        caller = self.caller(principal)
+        self._get(caller, "dataset", dataset_id, "DeleteDataSet", self.store.dataset)
+        users = [a.id for a in self.store.analyses() if a.spec.dataset_id == dataset_id]
+        users += [d.id for d in self.store.dashboards() if d.definition.dataset_id == dataset_id]
+        if users:
+            raise InvalidRequest(
+                f"dataset {dataset_id} is used by {', '.join(users)}; delete those first"
+            )
+        self.store.delete("dataset", dataset_id)
+        self.files.remove_others(dataset_id, keep=None)
+
+    def preview_dataset(
+        self, principal: str, dataset: str | DatasetSpec | dict[str, Any], limit: int = 100
+    ) -> Preview:
+        """The first rows of a saved dataset (an id) or of a definition not saved yet."""
+        caller = self.caller(principal)
+        if not 1 <= limit <= 10_000:
+            raise InvalidRequest("limit must be between 1 and 10000")
+        if isinstance(dataset, str):
+            saved = self._get(caller, "dataset", dataset, "QueryDataSet", self.store.dataset)
+            source = self._usable_source(caller, saved.spec.data_source_id)
+            self._check_catalog(caller, source, f"dataset {saved.id}")
+            table, columns, origin = self._rows(saved, source, "auto")
+            extract = self.store.extract(saved.id)
+            issues = extract.issues if extract and origin == "extract" else []
+            shaped = Shaped(table, columns, list(issues))
+        else:
+            spec = (
+                dataset
+                if isinstance(dataset, DatasetSpec)
+                else parse(DatasetSpec, dataset, "dataset")
+            )
+            source = self._usable_source(caller, spec.data_source_id)
+            self._check_catalog(caller, source, "the dataset")
+            shaped, origin = self._shape(source, spec), "live"
+        head = shaped.table.slice(0, limit).to_pylist()
+        return Preview(
+            columns=[c.__dict__ for c in shaped.columns],
+            rows=[{k: _plain(v) for k, v in row.items()} for row in head],
+            row_count=shaped.table.num_rows,
+            issues=[i.__dict__ for i in shaped.issues],
+            source=origin,
+        )
+
+    # -- extracts -----------------------------------------------------------
+
+    def get_extract(self, principal: str, dataset_id: str) -> Extract:
+        caller = self.caller(principal)
+        self._get(caller, "dataset", dataset_id, "DescribeDataSet", self.store.dataset)
+        return self.store.extract(dataset_id) or Extract(dataset_id)
+
+    def refresh_extract(self, principal: str, dataset_id: str) -> Extract:
+        """Import the dataset into its extract now (QuickSight's CreateIngestion)."""
+        caller = self.caller(principal)
+        dataset = self._get(caller, "dataset", dataset_id, "CreateIngestion", self.store.dataset)
+        if dataset.spec.import_mode != "SPICE":
+            raise InvalidRequest(
+                f"dataset {dataset_id} queries live (import_mode DIRECT_QUERY); "
+                "set import_mode to SPICE to keep an extract"
+            )
+        source = self._usable_source(caller, dataset.spec.data_source_id)
+        self._check_catalog(caller, source, f"dataset {dataset_id}")
+        return self._refresh(dataset, source)
+
+    def run_due_refreshes(self, now: datetime | None = None) -> list[str]:
+        """Refresh the extracts whose scheduled time has come; the ids refreshed."""
+        done = []
+        for dataset_id in self.store.due_extracts(now or _now()):
+            dataset = self.store.dataset(dataset_id)
+            source = self.store.data_source(dataset.spec.data_source_id) if dataset else None
+            if dataset is None or source is None:
+                continue
+            try:
+                self._refresh(dataset, source)
+                done.append(dataset_id)
+            except LakewardError as exc:
+                log.warning("scheduled refresh of dataset %s failed: %s", dataset_id, exc)
+        return done
+
+    def _schedule(self) -> None:
+        while not self._stop.wait(30):
+            try:
+                self.run_due_refreshes()
+            except Exception:  # the scheduler must outlive one bad refresh
+                log.exception("scheduled refreshes failed")
+
+    def _refresh(self, dataset: Dataset, source: DataSource) -> Extract:
+        with self._lock:
+            lock = self._refreshing.setdefault(dataset.id, threading.Lock())
+        if not lock.acquire(blocking=False):
+            raise InvalidRequest(f"dataset {dataset.id} is being refreshed already")
+        try:
+            started = time.monotonic()
+            try:
+                shaped = self._shape(source, dataset.spec)
+            except LakewardError as exc:
+                failed = self.store.extract(dataset.id) or Extract(dataset.id)
+                failed.status, failed.error = "FAILED", exc.message
+                failed.next_refresh = _next(dataset)
+                self.store.put_extract(failed)  # the previous file, if any, still serves
+                raise
+            self.store.set_columns(dataset.id, shaped.columns)
+            return self._store_extract(dataset, shaped, started)
+        finally:
+            lock.release()
+
+    def _store_extract(self, dataset: Dataset, shaped: Shaped, started: float) -> Extract:
+        uri, size = self.files.write(dataset.id, shaped.table)
+        extract = Extract(
+            dataset_id=dataset.id,
+            status="COMPLETED",
+            uri=uri,
+            size_bytes=size,
+            row_count=shaped.table.num_rows,
+            last_refresh=_now(),
+            duration_ms=int((time.monotonic() - started) * 1000),
+            issues=shaped.issues,
+            next_refresh=_next(dataset),
+        )
+        self.store.put_extract(extract)
+        self.files.remove_others(dataset.id, keep=uri)
+        return extract
+
+    # -- rows ---------------------------------------------------------------
+
+    @contextmanager
+    def _as_role(self) -> Iterator[None]:
+        token = current_principal.set(self.role)
+        try:
+            yield
+        finally:
+            current_principal.reset(token)
+
+    def _run_sql(self, source: DataSource, sql: str, database: str = "default") -> pa.Table:
+        """Run a query through the SQL service as the BI role; its rows as Arrow."""
+        with self._as_role():
+            try:
+                execution_id = self.queries.start_query_execution(
+                    sql,
+                    catalog=source.catalog,
+                    database=database,
+                    workgroup=source.workgroup,
+                    principal=self.role,
+                )
+            except AccessDenied as exc:
+                raise AccessDenied(
+                    f"the BI service role {BI_ROLE} lacks a permission: {exc.message}"
+                ) from None
+            delay = 0.005
+            execution = self.queries.get_query_execution(execution_id)
+            while not execution.state.done:
+                time.sleep(delay)
+                delay = min(delay * 2, POLL_LIMIT)
+                execution = self.queries.get_query_execution(execution_id)
+            if execution.state != QueryState.SUCCEEDED:
+                reason = execution.state_change_reason or execution.state.value
+                if "not authorized" in reason:
+                    raise AccessDenied(
+                        f"the BI service role {BI_ROLE} lacks a permission: {reason}"
+                    )
+                raise InvalidRequest(f"the query failed: {reason}")
+            page = self.queries.get_query_results(execution_id, max_results=1)
+            return read_result(self.storage, self.settings, execution.output_location, page.columns)
+
+    def _shape(self, source: DataSource, spec: DatasetSpec) -> Shaped:
+        sql = spec.sql if spec.sql is not None else f"SELECT * FROM {spec.table}"
+        return apply_fields(self._run_sql(source, sql, spec.database), spec.fields)
+
+    def _rows(
+        self, dataset: Dataset, source: DataSource, mode: Mode
+    ) -> tuple[pa.Table, list[Any], Literal["extract", "live"]]:
+        extract = self.store.extract(dataset.id)
+        use_extract = mode == "extract" or (
+            mode == "auto" and dataset.spec.import_mode == "SPICE" and extract is not None
+            and bool(extract.uri)
+        )  # fmt: skip
+        if use_extract:
+            if extract is None or not extract.uri:
+                raise InvalidRequest(f"dataset {dataset.id} has no extract yet; refresh it first")
+            return self.files.read(extract.uri), dataset.columns, "extract"
+        if mode not in ("auto", "live"):
+            raise InvalidRequest(f"mode must be auto, extract or live, not {mode!r}")
+        shaped = self._shape(source, dataset.spec)
+        return shaped.table, shaped.columns, "live"
+
+    def dataset_series(
+        self, principal: str, dataset_id: str, visual: Visual | dict[str, Any],
+        filters: Sequence[Filter | dict[str, Any]] = (), mode: Mode = "auto",
+    ) -> Series:  # fmt: skip
+        """The data of a visual not saved anywhere yet (while building an analysis)."""
+        caller = self.caller(principal)
+        dataset = self._get(caller, "dataset", dataset_id, "QueryDataSet", self.store.dataset)
+        visual = visual if isinstance(visual, Visual) else parse(Visual, visual, "visual")
+        source = self._usable_source(caller, dataset.spec.data_source_id)
+        self._check_catalog(caller, source, f"dataset {dataset_id}")
+        return self._series(dataset, source, visual, _filters(filters), mode)
+
+    def _series(
+        self,
+        dataset: Dataset,
+        source: DataSource,
+        visual: Visual,
+        filters: list[Filter],
+        mode: Mode,
+    ) -> Series:
+        table, columns, origin = self._rows(dataset, source, mode)
+        return compute_series(table, columns, visual, filters, origin)
+
+    # -- analyses -----------------------------------------------------------
+
+    def list_analyses(self, principal: str) -> list[Analysis]:
+        caller = self.caller(principal)
+        return [
+            _with_arn(a, "analysis") for a in self.store.analyses()
+            if self._visible(caller, "analysis", a.id, a.owner)
+        ]  # fmt: skip
+
+    def create_analysis(
+        self, principal: str, analysis_id: str, spec: AnalysisSpec | dict[str, Any]
+    ) -> Analysis:
+        caller = self.caller(principal)
+        _check_id("analysis id", analysis_id)
+        spec = spec if isinstance(spec, AnalysisSpec) else parse(AnalysisSpec, spec, "analysis")
+        self._create(caller, "analysis", analysis_id)
+        self._check_spec(caller, spec)
+        now = _now()
+        analysis = Analysis(analysis_id, spec, caller.name, now, now)
+        self.store.put_analysis(analysis)
+        return _with_arn(analysis, "analysis")
+
+    def update_analysis(
+        self, principal: str, analysis_id: str, spec: AnalysisSpec | dict[str, Any]
+    ) -> Analysis:
+        caller = self.caller(principal)
+        analysis = self._get(caller, "analysis", analysis_id, "UpdateAnalysis", self.store.analysis)
+        spec = spec if isinstance(spec, AnalysisSpec) else parse(AnalysisSpec, spec, "analysis")
+        self._check_spec(caller, spec)
+        analysis.spec, analysis.updated = spec, _now()
+        self.store.put_analysis(analysis)
+        return _with_arn(analysis, "analysis")
+
+    def _check_spec(self, caller: Caller, spec: AnalysisSpec) -> None:
+        """The dataset may be used by the caller, and every visual's fields exist in it."""
+        dataset = self._get(caller, "dataset", spec.dataset_id, "PassDataSet", self.store.dataset)
+        empty = pa.table({c.name: pa.array([], _arrow_type(c.type)) for c in dataset.columns})
+        for sheet in spec.sheets:
+            for visual in sheet.visuals:
+                compute_series(empty, dataset.columns, visual, sheet.filters, "extract")
+
+    def get_analysis(self, principal: str, analysis_id: str) -> Analysis:
+        caller = self.caller(principal)
+        return _with_arn(
+            self._get(caller, "analysis", analysis_id, "DescribeAnalysis", self.store.analysis),
+            "analysis",
+        )
+
+    def delete_analysis(self, principal: str, analysis_id: str) -> None:
+        caller = self.caller(principal)
+        self._get(caller, "analysis", analysis_id, "DeleteAnalysis", self.store.analysis)
+        self.store.delete("analysis", analysis_id)
+
+    def analysis_series(
+        self, principal: str, analysis_id: str, visual_id: str,
+        filters: Sequence[Filter | dict[str, Any]] = (), mode: Mode = "auto",
+    ) -> Series:  # fmt: skip
+        caller = self.caller(principal)
+        analysis = self._get(caller, "analysis", analysis_id, "QueryAnalysis", self.store.analysis)
+        return self._definition_series(caller, analysis.spec, visual_id, filters, mode,
+                                       f"analysis {analysis_id}", data_check=True)  # fmt: skip
+
+    def publish_dashboard(
+        self, principal: str, analysis_id: str, dashboard_id: str | None = None,
+        name: str | None = None,
+    ) -> Dashboard:  # fmt: skip
+        """Publish the analysis as a dashboard (a new one, or a new version of ``dashboard_id``)."""
+        caller = self.caller(principal)
+        analysis = self._get(
+            caller, "analysis", analysis_id, "DescribeAnalysis", self.store.analysis
+        )
+        dashboard_id = dashboard_id or analysis_id
+        _check_id("dashboard id", dashboard_id)
+        existing = self.store.dashboard(dashboard_id)
+        if existing is None:
+            self._create(caller, "dashboard", dashboard_id)
+            version, owner = 1, caller.name
+        else:
+            self._check(caller, "dashboard", dashboard_id, existing.owner, "CreateDashboard")
+            version, owner = existing.version + 1, existing.owner
+        dashboard = Dashboard(
+            dashboard_id, (name or analysis.spec.name).strip()[:128] or dashboard_id,
+            analysis_id, analysis.spec, version, owner, _now(),
+        )  # fmt: skip
+        self.store.put_dashboard(dashboard)
+        return _with_arn(dashboard, "dashboard")
+
+    # -- dashboards ---------------------------------------------------------
+
+    def list_dashboards(self, principal: str) -> list[Dashboard]:
+        caller = self.caller(principal)
+        return [
+            _with_arn(d, "dashboard") for d in self.store.dashboards()
+            if self._visible(caller, "dashboard", d.id, d.owner)
+        ]  # fmt: skip
+
+    def get_dashboard(self, principal: str, dashboard_id: str) -> Dashboard:
+        """The dashboard's definition (its data comes from ``dashboard_series``)."""
+        caller = self.caller(principal)
+        dashboard = self._get(caller, "dashboard", dashboard_id, "DescribeDashboard",
+                              self.store.dashboard)  # fmt: skip
+        return _with_arn(dashboard, "dashboard")
+
+    def delete_dashboard(self, principal: str, dashboard_id: str) -> None:
+        caller = self.caller(principal)
+        self._get(caller, "dashboard", dashboard_id, "DeleteDashboard", self.store.dashboard)
+        self.store.delete("dashboard", dashboard_id)
+
+    def dashboard_series(
+        self, principal: str, dashboard_id: str, visual_id: str,
+        filters: Sequence[Filter | dict[str, Any]] = (), mode: Mode = "auto",
+    ) -> Series:  # fmt: skip
+        """One visual's data; ``filters`` (the viewer's controls) replace saved ones on a field."""
+        caller = self.caller(principal)
+        dashboard = self._get(caller, "dashboard", dashboard_id, "QueryDashboard",
+                              self.store.dashboard)  # fmt: skip
+        return self._definition_series(
+            caller, dashboard.definition, visual_id, filters, mode,
+            f"dashboard {dashboard.name}", data_check=not self.settings.bi.sharing_grants_data,
+        )  # fmt: skip
+
+    def _definition_series(
+        self, caller: Caller, spec: AnalysisSpec, visual_id: str,
+        filters: Sequence[Filter | dict[str, Any]], mode: Mode, what: str, *, data_check: bool,
+    ) -> Series:  # fmt: skip
+        for sheet in spec.sheets:
+            for visual in sheet.visuals:
+                if visual.id == visual_id:
+                    break
+            else:
+                continue
+            break
+        else:
+            raise ResourceNotFound(f"{what} has no visual {visual_id}")
+        dataset = self.store.dataset(spec.dataset_id)
+        source = self.store.data_source(dataset.spec.data_source_id) if dataset else None
+        if dataset is None or source is None:
+            raise ResourceNotFound(f"{what}: its dataset {spec.dataset_id} is gone")
+        if data_check:
+            self._check_catalog(caller, source, what)
+        merged = merge_filters(sheet.filters, visual.filters, _filters(filters))
+        # The viewer's filters win over the visual's own, so they go last.
+        return self._series(
+            dataset, source, visual.model_copy(update={"filters": []}), merged, mode
+        )
+
+    # -- sharing ------------------------------------------------------------
+
+    def get_permissions(
+        self, principal: str, kind: Kind, resource_id: str
+    ) -> tuple[str, list[Share]]:
+        """The object's owner (a user name, or root) and who it is shared with."""
+        caller = self.caller(principal)
+        owner = self._load_any(caller, kind, resource_id, "Describe")
+        return owner, self.store.shares(kind, resource_id)
+
+    def set_permissions(
+        self, principal: str, kind: Kind, resource_id: str, shares: Sequence[Share | dict[str, Any]]
+    ) -> tuple[str, list[Share]]:
+        """Replace who the object is shared with (its owner keeps it regardless)."""
+        caller = self.caller(principal)
+        self._load_any(caller, kind, resource_id, "Update", suffix="Permissions")
+        parsed = [s if isinstance(s, Share) else parse(Share, s, f"shares[{i}]")
+                  for i, s in enumerate(shares)]  # fmt: skip
+        for share in parsed:
+            kind_of, _, name = share.principal.partition("/")
+            known = (
+                {u.name for u in self.access.principals.list_users()} if kind_of == "user"
+                else {g.name for g in self.access.principals.list_groups()}
+            )  # fmt: skip
+            if name not in known:
+                raise InvalidRequest(f"shares: there is no {kind_of} {name}")
+        self.store.set_shares(kind, resource_id, parsed)
+        return self.get_permissions(principal, kind, resource_id)
+
+    def _load_any(self, caller: Caller, kind: Kind, resource_id: str, verb: str,
+                  suffix: str = "") -> str:  # fmt: skip
+        loaders: dict[str, Callable[[str], Any]] = {
+            "datasource": self.store.data_source, "dataset": self.store.dataset,
+            "analysis": self.store.analysis, "dashboard": self.store.dashboard,
+        }  # fmt: skip
+        if kind not in loaders:
+            raise InvalidRequest(f"kind must be one of {', '.join(loaders)}, not {kind!r}")
+        action = f"{verb}{_describe_noun(kind)}{suffix}"
+        found = self._get(caller, kind, resource_id, action, loaders[kind])
+        return str(found.owner)
+
+
+def _describe_noun(kind: str) -> str:
+    return {"datasource": "DataSource", "dataset": "DataSet", "analysis": "Analysis",
+            "dashboard": "Dashboard"}[kind]  # fmt: skip
+
+
+def _check_id(what: str, value: str) -> None:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", value or ""):
+        raise InvalidRequest(
+            f"{what} {value!r}: use 1 to 128 letters, digits, - or _, "
+            "starting with a letter or digit"
+        )
+
+
+def _with_arn(record: T, kind: str) -> T:
+    record.arn = quicksight_arn(kind, record.id)  # type: ignore[attr-defined]
+    return record
+
+
+def _next(dataset: Dataset) -> datetime | None:
+    minutes = dataset.spec.refresh_interval_minutes
+    return _now() + timedelta(minutes=minutes) if minutes else None
+
+
+def _filters(items: Sequence[Filter | dict[str, Any]]) -> list[Filter]:
+    from pydantic import TypeAdapter, ValidationError
+
+    adapter: TypeAdapter[Filter] = TypeAdapter(Filter)
+    out = []
+    for index, item in enumerate(items):
+        if isinstance(item, dict):
+            try:
+                item = adapter.validate_python(item)
+            except ValidationError as exc:
+                first = exc.errors(include_url=False)[0]
+                path = ".".join(str(p) for p in first["loc"])
+                raise InvalidRequest(f"filters[{index}].{path}: {first['msg']}") from None
+        out.append(item)
+    return out
+
+
+def _arrow_type(kind: str) -> pa.DataType:
+    return {
+        "integer": pa.int64(), "decimal": pa.float64(), "date": pa.date32(),
+        "timestamp": pa.timestamp("us"), "boolean": pa.bool_(),
+        "geopoint": pa.struct([("lat", pa.float64()), ("lon", pa.float64())]),
+    }.get(kind, pa.string())  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:12]

@@ -1,0 +1,248 @@
+"""The BI JSON API under ``/api/bi``: thin routes over ``BiService``.
+
+Callers are console users: the session cookie identifies them and every
+state-changing request (POST, PUT, DELETE) must carry the session's CSRF
+token in ``X-CSRF-Token``. Errors come back in the server's one error shape.
+Paths and bodies are listed in docs/bi.md.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Depends, Query, Request
+
+from lakeward.access import current_principal, current_source
+from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, Session, Sessions
+from lakeward.bi.model import Kind
+from lakeward.bi.service import BiService, Mode
+from lakeward.errors import InvalidRequest
+
+JsonBody = Annotated[dict[str, Any], Body()]
+_KINDS: dict[str, Kind] = {"data-sources": "datasource", "datasets": "dataset",
+                           "analyses": "analysis", "dashboards": "dashboard"}  # fmt: skip
+
+
+def _filters(text: str | None) -> list[dict[str, Any]]:
+    if not text:
+        return []
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(f"filters: not valid JSON ({exc.msg} at {exc.pos})") from None
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise InvalidRequest("filters: give a JSON list of filter objects")
+    return value
+
+
+def _id(body: dict[str, Any]) -> str:
+    value = body.pop("id", None)
+    if not isinstance(value, str):
+        raise InvalidRequest("id: required, a string")
+    return value
+
+
+def bi_router(service: BiService, sessions: Sessions) -> APIRouter:
+    router = APIRouter(prefix="/api/bi", tags=["bi"])
+
+    def user(request: Request) -> str:
+        session: Session = sessions.verify(request.cookies.get(SESSION_COOKIE))
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            sessions.check_csrf(session, request.headers.get(CSRF_HEADER))
+        current_principal.set(session.user)
+        current_source.set("console")
+        return session.user
+
+    User = Annotated[str, Depends(user)]
+    ModeQ = Annotated[Literal["auto", "extract", "live"], Query()]
+
+    # -- data sources -------------------------------------------------------
+
+    @router.get("/data-sources")
+    def list_data_sources(who: User) -> list[dict[str, Any]]:
+        return [s.to_json() for s in service.list_data_sources(who)]
+
+    @router.post("/data-sources")
+    def create_data_source(who: User, body: JsonBody) -> dict[str, Any]:
+        """Body: ``{"id", "name", "catalog", "workgroup"?}``."""
+        source_id = _id(body)
+        unknown = set(body) - {"name", "catalog", "workgroup"}
+        if unknown:
+            raise InvalidRequest(f"unknown field(s): {', '.join(sorted(unknown))}")
+        for key in ("name", "catalog"):
+            if not isinstance(body.get(key), str):
+                raise InvalidRequest(f"{key}: required, a string")
+        return service.create_data_source(
+            who, source_id, body["name"], body["catalog"], str(body.get("workgroup", "primary"))
+        ).to_json()
+
+    @router.get("/data-sources/{source_id}")
+    def get_data_source(who: User, source_id: str) -> dict[str, Any]:
+        return service.get_data_source(who, source_id).to_json()
+
+    @router.delete("/data-sources/{source_id}")
+    def delete_data_source(who: User, source_id: str) -> dict[str, str]:
+        service.delete_data_source(who, source_id)
+        return {"deleted": source_id}
+
+    @router.post("/data-sources/{source_id}/validate")
+    def validate_data_source(who: User, source_id: str) -> dict[str, Any]:
+        return service.validate_data_source(who, source_id).to_json()
+
+    # -- datasets -----------------------------------------------------------
+
+    @router.get("/datasets")
+    def list_datasets(who: User) -> list[dict[str, Any]]:
+        return [d.to_json() for d in service.list_datasets(who)]
+
+    @router.post("/datasets")
+    def create_dataset(who: User, body: JsonBody) -> dict[str, Any]:
+        """Body: ``{"id", ...DatasetSpec}``; a SPICE dataset is imported before this returns."""
+        dataset_id = _id(body)
+        dataset = service.create_dataset(who, dataset_id, body)
+        return {**dataset.to_json(), "extract": service.get_extract(who, dataset_id).to_json()}
+
+    @router.post("/datasets/preview")
+    def preview_new_dataset(who: User, body: JsonBody) -> dict[str, Any]:
+        """Body: a DatasetSpec (not saved), optional ``limit``; runs the query live."""
+        limit = body.pop("limit", 100)
+        if not isinstance(limit, int):
+            raise InvalidRequest("limit: a whole number")
+        return service.preview_dataset(who, body, limit).to_json()
+
+    @router.get("/datasets/{dataset_id}")
+    def get_dataset(who: User, dataset_id: str) -> dict[str, Any]:
+        dataset = service.get_dataset(who, dataset_id)
+        return {**dataset.to_json(), "extract": service.get_extract(who, dataset_id).to_json()}
+
+    @router.put("/datasets/{dataset_id}")
+    def update_dataset(who: User, dataset_id: str, body: JsonBody) -> dict[str, Any]:
+        body.pop("id", None)
+        dataset = service.update_dataset(who, dataset_id, body)
+        return {**dataset.to_json(), "extract": service.get_extract(who, dataset_id).to_json()}
+
+    @router.delete("/datasets/{dataset_id}")
+    def delete_dataset(who: User, dataset_id: str) -> dict[str, str]:
+        service.delete_dataset(who, dataset_id)
+        return {"deleted": dataset_id}
+
+    @router.get("/datasets/{dataset_id}/preview")
+    def preview_dataset(
+        who: User, dataset_id: str, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
+    ) -> dict[str, Any]:
+        return service.preview_dataset(who, dataset_id, limit).to_json()
+
+    @router.get("/datasets/{dataset_id}/extract")
+    def get_extract(who: User, dataset_id: str) -> dict[str, Any]:
+        return service.get_extract(who, dataset_id).to_json()
+
+    @router.post("/datasets/{dataset_id}/refresh")
+    def refresh_extract(who: User, dataset_id: str) -> dict[str, Any]:
+        return service.refresh_extract(who, dataset_id).to_json()
+
+    @router.post("/datasets/{dataset_id}/series")
+    def dataset_series(who: User, dataset_id: str, body: JsonBody) -> dict[str, Any]:
+        """Body: ``{"visual": Visual, "filters"?: [Filter], "mode"?: auto|extract|live}``."""
+        visual = body.get("visual")
+        if not isinstance(visual, dict):
+            raise InvalidRequest("visual: required, an object")
+        filters = body.get("filters", [])
+        if not isinstance(filters, list):
+            raise InvalidRequest("filters: a list of filter objects")
+        mode: Mode = body.get("mode", "auto")
+        if mode not in ("auto", "extract", "live"):
+            raise InvalidRequest("mode: auto, extract or live")
+        return service.dataset_series(who, dataset_id, visual, filters, mode).to_json()
+
+    # -- analyses and dashboards --------------------------------------------
+
+    @router.get("/analyses")
+    def list_analyses(who: User) -> list[dict[str, Any]]:
+        return [a.to_json() for a in service.list_analyses(who)]
+
+    @router.post("/analyses")
+    def create_analysis(who: User, body: JsonBody) -> dict[str, Any]:
+        """Body: ``{"id", ...AnalysisSpec}``."""
+        analysis_id = _id(body)
+        return service.create_analysis(who, analysis_id, body).to_json()
+
+    @router.get("/analyses/{analysis_id}")
+    def get_analysis(who: User, analysis_id: str) -> dict[str, Any]:
+        return service.get_analysis(who, analysis_id).to_json()
+
+    @router.put("/analyses/{analysis_id}")
+    def update_analysis(who: User, analysis_id: str, body: JsonBody) -> dict[str, Any]:
+        body.pop("id", None)
+        return service.update_analysis(who, analysis_id, body).to_json()
+
+    @router.delete("/analyses/{analysis_id}")
+    def delete_analysis(who: User, analysis_id: str) -> dict[str, str]:
+        service.delete_analysis(who, analysis_id)
+        return {"deleted": analysis_id}
+
+    @router.get("/analyses/{analysis_id}/visuals/{visual_id}/series")
+    def analysis_series(
+        who: User, analysis_id: str, visual_id: str, mode: ModeQ = "auto",
+        filters: Annotated[str | None, Query()] = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        return service.analysis_series(
+            who, analysis_id, visual_id, _filters(filters), mode
+        ).to_json()
+
+    @router.post("/analyses/{analysis_id}/publish")
+    def publish(who: User, analysis_id: str, body: JsonBody) -> dict[str, Any]:
+        """Body: ``{"dashboard_id"?, "name"?}``; publishing again makes a new version."""
+        dashboard_id, name = body.get("dashboard_id"), body.get("name")
+        if dashboard_id is not None and not isinstance(dashboard_id, str):
+            raise InvalidRequest("dashboard_id: a string")
+        if name is not None and not isinstance(name, str):
+            raise InvalidRequest("name: a string")
+        return service.publish_dashboard(who, analysis_id, dashboard_id, name).to_json()
+
+    @router.get("/dashboards")
+    def list_dashboards(who: User) -> list[dict[str, Any]]:
+        return [d.to_json() for d in service.list_dashboards(who)]
+
+    @router.get("/dashboards/{dashboard_id}")
+    def get_dashboard(who: User, dashboard_id: str) -> dict[str, Any]:
+        return service.get_dashboard(who, dashboard_id).to_json()
+
+    @router.delete("/dashboards/{dashboard_id}")
+    def delete_dashboard(who: User, dashboard_id: str) -> dict[str, str]:
+        service.delete_dashboard(who, dashboard_id)
+        return {"deleted": dashboard_id}
+
+    @router.get("/dashboards/{dashboard_id}/visuals/{visual_id}/series")
+    def dashboard_series(
+        who: User, dashboard_id: str, visual_id: str, mode: ModeQ = "auto",
+        filters: Annotated[str | None, Query()] = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """``filters``: a JSON list of filters that replace the saved ones on their fields."""
+        return service.dashboard_series(
+            who, dashboard_id, visual_id, _filters(filters), mode
+        ).to_json()
+
+    # -- sharing ------------------------------------------------------------
+
+    @router.get("/{kind}/{resource_id}/permissions")
+    def get_permissions(who: User, kind: str, resource_id: str) -> dict[str, Any]:
+        owner, shares = service.get_permissions(who, _kind(kind), resource_id)
+        return {"owner": owner, "shares": [s.model_dump() for s in shares]}
+
+    @router.put("/{kind}/{resource_id}/permissions")
+    def set_permissions(who: User, kind: str, resource_id: str, body: JsonBody) -> dict[str, Any]:
+        """Body: ``{"shares": [{"principal": "group/DataEngineerGroup", "role": "viewer"}]}``."""
+        shares = body.get("shares")
+        if not isinstance(shares, list):
+            raise InvalidRequest("shares: required, a list")
+        owner, found = service.set_permissions(who, _kind(kind), resource_id, shares)
+        return {"owner": owner, "shares": [s.model_dump() for s in found]}
+
+    return router
+
+
+def _kind(path: str) -> Kind:
+    if path not in _KINDS:
+        raise InvalidRequest(f"no such kind of BI object: {path} (use {', '.join(_KINDS)})")
+    return _KINDS[path]
