@@ -15,7 +15,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,10 +25,9 @@ import pytest
 from lakeward.config import ErasureDataset, ErasureSettings, Settings
 from lakeward.erasure.index.store import IndexStore
 from lakeward.storage import Storage
-from tests.helpers import need
+from tests.helpers import PG_SERVER, pg_url
 
 BUCKET = "lakeward-data"
-PG_SERVER = "host=127.0.0.1 port=5432 user=postgres"
 ODD_IDS = ["o'brien\"x", "名前-ユーザー", "a/b\\c", "x'; DROP TABLE erasure_records; --", "%_*"]
 
 DATASETS = [
@@ -45,23 +44,6 @@ DATASETS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def postgres_db() -> Iterator[str]:
-    """A fresh PostgreSQL database for the module, dropped afterwards."""
-    import psycopg
-
-    name = f"lakeward_test_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as e:
-        need(False, f"no PostgreSQL server at 127.0.0.1:5432: {e}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def index_url(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> str:
     """A fresh index database: a SQLite file, or a schema of its own in PostgreSQL."""
     if backend == "sqlite":
@@ -72,7 +54,7 @@ def index_url(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> s
     schema = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_SERVER, dbname=dbname, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
-    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{dbname}?options=-csearch_path%3D{schema}"
+    return pg_url(dbname, schema)
 
 
 def lake_settings(data_dir: Path, database_url: str, **lake: object) -> Settings:

@@ -28,13 +28,10 @@ from tests.erasure.realtime_helpers import (
     index_url,
     lake_settings,
     object_for,
-    postgres_db,
     snapshot,
     users,
     write_lake,
 )
-
-__all__ = ["postgres_db"]  # a fixture, imported for pytest to find
 
 JSON_KEY = "gdpr/reviews/json/year=2024/month=02/day=01/part-0.jsonl"
 
