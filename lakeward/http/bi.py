@@ -6,8 +6,6 @@ token in ``X-CSRF-Token``. Errors come back in the server's one error shape.
 Paths and bodies are listed in docs/bi.md.
 """
 
-from __future__ import annotations
-
 import json
 from typing import Annotated, Any, Literal
 
