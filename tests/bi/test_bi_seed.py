@@ -55,7 +55,7 @@ def test_the_map_shows_confirmed_cases_on_2020_09_10(api: Callable[..., httpx.Cl
     assert picked["US"]["size"] == 6_420_040 == jhu_count("confirmed", "US")
     assert picked["US"]["tooltip"]["deaths"] == jhu_count("deaths", "US")
     assert (picked["US"]["lat"], picked["US"]["lon"]) == (40.0, -100.0)
-    assert LINE_COUNTRIES <= set(picked)
+    assert set(picked) >= LINE_COUNTRIES
     assert picked["Italy"]["size"] == 283_180
     # Another day is another map: the filter is applied, not decorative.
     other = [{**DAY[0], "start": "2020-05-01T00:00:00", "end": "2020-05-02T00:00:00"}]
