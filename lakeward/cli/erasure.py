@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lakeward.cli.erasure_purge import register as register_purge_commands
 from lakeward.cli.iam import access_for
 from lakeward.config import load_settings
 
@@ -121,3 +122,6 @@ def demo_gdpr(
         + ("" if index else " (not indexed yet: lakeward erasure index build)"),
         highlight=False,
     )
+
+
+register_purge_commands(erasure_app)

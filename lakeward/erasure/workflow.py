@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -35,6 +33,7 @@ from lakeward.erasure.executors import (
     NeedsOwnDelete,
     Target,
 )
+from lakeward.erasure.executors.base import failpoint
 from lakeward.erasure.requests import (
     APPROVED,
     AWAITING_APPROVAL,
@@ -62,8 +61,6 @@ log = logging.getLogger(__name__)
 
 APPROVE_ACTION = "erasure:Approve"
 REQUEST_ACTION = "erasure:Request"
-FAILPOINTS_ENV = "LAKEWARD_FAILPOINTS"
-"""Comma-separated points where the worker kills itself with SIGKILL (crash tests)."""
 WORKER = "worker"
 MAX_RETRY_DELAY = timedelta(minutes=10)
 
@@ -72,20 +69,22 @@ def request_arn(request_id: str) -> str:
     return f"arn:lakeward:erasure:::request/{request_id}"
 
 
-def failpoint(name: str) -> None:
-    """Die here, as ``kill -9`` would, when the environment names this point."""
-    if name in os.environ.get(FAILPOINTS_ENV, "").split(","):
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
 class ErasureWorkflow:
-    def __init__(self, settings: Settings, *, index: ErasureIndexService | None = None,
-                 access: Authorizer | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        index: ErasureIndexService | None = None,
+        access: Authorizer | None = None,
+        owns_index: bool | None = None,
+    ) -> None:
+        """``owns_index``: close ``index`` with the workflow (default: only one it made)."""
         self.settings = settings
+        self._owns_index = index is None if owns_index is None else owns_index
         self.index = index or ErasureIndexService(settings)
         self.store = RequestStore(index_location(settings))
         self.access: Authorizer = access or AllowAll()
@@ -96,7 +95,8 @@ class ErasureWorkflow:
     def close(self) -> None:
         self.executors.close()
         self.store.close()
-        self.index.close()
+        if self._owns_index:
+            self.index.close()
 
     # -- requests --------------------------------------------------------------
 
@@ -343,6 +343,7 @@ class ErasureWorkflow:
     def _write_certificate(self, current: Request, final: str, in_index: int | None = None) -> None:
         rows = self.store.targets(current.id)
         history = self.store.history(current.id)
+        finished = _now().isoformat()
         prefix = report.report_prefix(current.id)
         try:
             saved = json.loads(self.index.storage.get(self.bucket, prefix + "report.json"))
@@ -363,10 +364,12 @@ class ErasureWorkflow:
             "report_digest": current.report_digest,
             "approver": current.decided_by,
             "requested_at": current.created_at.isoformat(),
+            # The final state is recorded right after the certificate is stored.
             "transitions": [
                 {"to": t.to_state, "at": t.at.isoformat(), "by": t.actor} for t in history
-            ],  # fmt: skip
-            "finished_at": _now().isoformat(),
+            ]
+            + [{"to": final, "at": finished, "by": WORKER}],
+            "finished_at": finished,
             "objects": [p for p in places if p["layer"] in OBJECT_LAYERS],
             "tables": [p for p in places if p["layer"] not in OBJECT_LAYERS],
             "index_entries_remaining": in_index,

@@ -10,12 +10,14 @@ from lakeward.access.control import AccessControl
 from lakeward.bi.service import BiService
 from lakeward.config import Settings
 from lakeward.erasure.service import ErasureIndexService
+from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.errors import LakewardError
 from lakeward.http.athena import athena_router
 from lakeward.http.auth import auth_router, load_sessions
 from lakeward.http.bi import bi_router
 from lakeward.http.console import install_console
 from lakeward.http.erasure import erasure_router
+from lakeward.http.erasure_requests import erasure_requests_router
 from lakeward.http.events import events_router
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.node import metastore_uris
@@ -68,6 +70,9 @@ def create_app(settings: Settings) -> FastAPI:
     erasure = ErasureIndexService(settings, access=access)
     app.router.add_event_handler("shutdown", erasure.close)
     app.include_router(erasure_router(erasure, access))
+    erasure_flow = ErasureWorkflow(settings, index=erasure, access=access)
+    app.router.add_event_handler("shutdown", erasure_flow.close)
+    app.include_router(erasure_requests_router(erasure_flow, access, sessions))
     app.include_router(events_router(access))
     app.include_router(athena_router(service, access))
     return app

@@ -82,16 +82,21 @@ def smtp_server() -> Iterator[tuple[Mailbox, int]]:
 
 
 def workflow_settings(data_dir: Path, smtp_port: int, database_url: str | None = None) -> Settings:
-    overrides: dict[str, Any] = {
-        "erasure.smtp_host": "127.0.0.1",
-        "erasure.smtp_port": smtp_port,
-        "erasure.approvers": APPROVERS,
-        "erasure.public_url": "http://lakeward.test",
-        "erasure.purge_workers": 2,
-    }
+    """Settings with approval email through the test's SMTP server, in a stack file
+    (``<data dir>/lakeward.toml``) so that worker processes read the same."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    lines = [
+        "[erasure]",
+        'smtp_host = "127.0.0.1"',
+        f"smtp_port = {smtp_port}",
+        f"approvers = {json.dumps(APPROVERS)}",
+        'public_url = "http://lakeward.test"',
+        "purge_workers = 2",
+    ]
     if database_url:
-        overrides["erasure.database_url"] = database_url
-    return load_settings(data_dir=data_dir, overrides=overrides, env={})
+        lines.append(f"database_url = {json.dumps(database_url)}")
+    (data_dir / "lakeward.toml").write_text("\n".join(lines) + "\n")
+    return load_settings(data_dir=data_dir, config_file=data_dir / "lakeward.toml", env={})
 
 
 def make_lake(settings: Settings, records: int = 1500, database_url: str | None = None) -> str:

@@ -11,6 +11,8 @@ that object from the index rather than overwrite newer data.
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +33,16 @@ HUDI = "hudi"
 
 OBJECT_LAYERS = (JSON_LINES, CSV, PARQUET, FILE_NAME)
 TABLE_LAYERS = (RELATIONAL, DELTA, ICEBERG, HUDI)
+
+
+FAILPOINTS_ENV = "LAKEWARD_FAILPOINTS"
+"""Comma-separated points where a worker kills itself with SIGKILL, as ``kill -9`` would:
+how the crash tests stop it at exact moments (``after:<STATE>``, ``before-write``, ...)."""
+
+
+def failpoint(name: str) -> None:
+    if name in os.environ.get(FAILPOINTS_ENV, "").split(","):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class ObjectChanged(LakewardError):
@@ -167,6 +179,7 @@ class Executor(ABC):
 
     def replace(self, target: Target, data: bytes) -> tuple[str, int]:
         """Write the new content over the object, only if it is still the report's."""
+        failpoint("before-write")
         try:
             if target.etag is None:
                 info = self.storage.put(target.bucket, target.key, data)
