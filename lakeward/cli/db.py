@@ -194,12 +194,12 @@ def credentials(name: Name, data_dir: DataDir = None, as_json: AsJson = False) -
     )
     instances = Instances(access.settings, secrets=access.secrets)
     master = instances.credentials(name)
-    info = instances.describe(name)[0]
+    endpoint = instances.endpoint(name)
     values = {
         "username": master.username,
         "password": master.password,
-        "host": info.endpoint.host,
-        "port": info.endpoint.port,
+        "host": endpoint.host,
+        "port": endpoint.port,
     }
     if as_json:
         print(json.dumps(values, indent=2))

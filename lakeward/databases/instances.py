@@ -214,6 +214,10 @@ class Instances:
         value = self.secrets.get(record.secret).value
         return MasterCredentials(value["username"], value["password"])
 
+    def endpoint(self, name: str) -> Endpoint:
+        record = self.registry.get(name)
+        return Endpoint(record.host, record.port)
+
     def connection_url(self, name: str, database: str) -> str:
         """A URL with the master credentials; ``database`` is created in the instance if missing.
 
@@ -293,7 +297,7 @@ class Instances:
     def start(self, name: str) -> InstanceInfo:
         with self.registry.locked():
             record = self._local(name, "start")
-            if record.status in ("creating", "deleting", "failed"):
+            if record.status in ("creating", "deleting"):
                 raise InvalidRequest(
                     f"database instance {name} is {record.status}; it cannot start"
                 )
