@@ -22,7 +22,6 @@ import httpx
 from lakeward.config import STATE_FILE_NAME, Settings
 from lakeward.errors import ConfigError, LakewardError, StackError
 from lakeward.ingest.jhu import COMBINED_TABLE, MEASURES, QUARANTINE_TABLE
-from lakeward.metastore.backends.server import managed_instances
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.node import DEFAULT_PORT as METASTORE_PORT
 from lakeward.metastore.node import MetastoreNode, metastore_uris
@@ -212,9 +211,10 @@ class Stack:
         metastore = self.settings.metastore
         if metastore.backend == "derby" or metastore.url or metastore.instance is None:
             return
-        instances = managed_instances(self.settings, metastore.instance)
+        from lakeward.databases import Instances
+
         with self.progress.step(f"database instance {metastore.instance} ({metastore.backend})"):
-            instances.ensure(metastore.instance, metastore.backend)
+            Instances(self.settings).ensure(metastore.instance, metastore.backend)
 
     def failover(self, node: int) -> list[str]:
         """Pin clients to node ``node``: it comes first in every client's list of nodes."""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from lakeward.config import hide_password
-from lakeward.errors import ConfigError, MetastoreError
+from lakeward.errors import ConfigError, LakewardError, MetastoreError
 from lakeward.metastore.backends.base import MetastoreBackend
 
 if TYPE_CHECKING:
@@ -264,19 +264,11 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(numbers)
 
 
-def managed_instances(settings: Settings, name: str) -> Any:
-    """lakeward's managed database instances (``lakeward db``), for ``metastore.instance``."""
-    try:
-        from lakeward.databases import Instances  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        raise ConfigError(
-            f"metastore.instance: {name!r} names a managed database instance, but managed "
-            "instances are not available in this version of lakeward; set metastore.url instead"
-        ) from None
-    return Instances(settings)
-
-
 def instance_url(settings: Settings, name: str) -> str:
     """The URL (with credentials) of the metastore's database inside a managed instance."""
-    url: str = managed_instances(settings, name).connection_url(name, database="metastore")
-    return url
+    from lakeward.databases import Instances  # the managed instances, only when used
+
+    try:
+        return Instances(settings).connection_url(name, database="metastore")
+    except LakewardError as exc:
+        raise ConfigError(f"metastore.instance: {exc.message}") from None
