@@ -1,0 +1,225 @@
+"""Faults around the purge: bad approval links, SMTP down, expiry, stop, a missing object,
+and vacuum of the placeholders a purge leaves."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from lakeward.access import current_principal
+from lakeward.access.control import AccessControl
+from lakeward.config import Settings
+from lakeward.erasure import report
+from lakeward.erasure.approval import APPROVE, LinkRefused, LinkSigner
+from lakeward.erasure.requests import (
+    APPROVED,
+    AWAITING_APPROVAL,
+    COMPLETED,
+    EXPIRED,
+    PURGING,
+    STOPPED,
+    Request,
+)
+from lakeward.erasure.vacuum import vacuum
+from lakeward.erasure.workflow import ErasureWorkflow
+from lakeward.storage import load_storage
+from tests.erasure.workflow_helpers import (
+    Mailbox,
+    busiest_users,
+    fingerprint,
+    make_lake,
+    remaining,
+    smtp_server,
+    workflow_settings,
+)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Mailbox, str]]:
+    data_dir = tmp_path_factory.mktemp("faults") / "data"
+    with smtp_server() as (mailbox, port):
+        settings = workflow_settings(data_dir, port)
+        yield settings, mailbox, make_lake(settings, records=2000)
+
+
+@pytest.fixture(scope="module")
+def users(lake: tuple[Settings, Mailbox, str]) -> list[str]:
+    return busiest_users(lake[0], 12)
+
+
+def awaiting(flow: ErasureWorkflow, user_ids: list[str]) -> Request:
+    created, _ = flow.request(user_ids, "dpo@example.com")
+    flow.run_pending()
+    current = flow.store.get(created.id)
+    assert current.state == AWAITING_APPROVAL and current.approval_sent_at is not None
+    return current
+
+
+def test_forged_expired_replayed_cross_request_and_stale_links_are_refused_and_audited(
+    lake: tuple[Settings, Mailbox, str], users: list[str]
+) -> None:
+    settings, _, _ = lake
+    access = AccessControl(settings)
+    current_principal.set("root")
+    flow = ErasureWorkflow(settings, access=access)
+    one = awaiting(flow, users[0:1])
+    other = awaiting(flow, users[1:2])
+    assert one.report_digest and other.report_digest
+    signer = flow.signer
+    later = datetime.now(UTC) + timedelta(hours=1)
+    cases = {
+        "signature": LinkSigner(b"k" * 32).sign(one.id, APPROVE, one.report_digest, later),
+        "expired": signer.sign(one.id, APPROVE, one.report_digest, datetime.now(UTC)),
+        "another": signer.sign(other.id, APPROVE, other.report_digest, later),
+        "changed": signer.sign(one.id, APPROVE, "0" * 64, later),
+        "not valid": "not-a-token",
+    }
+    for why, token in cases.items():
+        with pytest.raises(LinkRefused, match=why):
+            flow.decide_by_link(one.id, token, None)
+    good = signer.sign(one.id, APPROVE, one.report_digest, later)
+    assert flow.decide_by_link(one.id, good, None).state == APPROVED
+    with pytest.raises(LinkRefused, match="used already"):
+        flow.decide_by_link(one.id, good, None)
+    refusals = access.audit.query(action="erasure:UseApprovalLink", decision="explicitDeny")
+    assert len([r for r in refusals if r.resource.endswith(one.id)]) == len(cases) + 1
+    flow.store.move(one.id, APPROVED, STOPPED, "test", "not to be purged here")
+    flow.stop(other.id, "test")
+    flow.close()
+
+
+def test_smtp_down_waits_and_retries_and_nothing_is_purged(
+    lake: tuple[Settings, Mailbox, str], users: list[str], tmp_path: Path
+) -> None:
+    settings, mailbox, database_url = lake
+    # The same stack, its SMTP server at a port where nothing listens.
+    down = settings.model_copy(update={"erasure": settings.erasure.model_copy(
+        update={"smtp_port": 9}
+    )})  # fmt: skip
+    flow = ErasureWorkflow(down)
+    storage = load_storage(settings)
+    before = fingerprint(storage, settings.lake.data_bucket, database_url, set())
+    sent = len(mailbox.messages)
+    created, _ = flow.request(users[2:3], "dpo@example.com")
+    flow.run_pending()
+    waiting = flow.store.get(created.id)
+    assert waiting.state == AWAITING_APPROVAL and waiting.approval_sent_at is None
+    assert waiting.attempts == 1 and "could not send mail" in (waiting.last_error or "")
+    assert waiting.next_attempt_at is not None and waiting.next_attempt_at > datetime.now(UTC)
+    flow.run_pending()  # not due yet: no second attempt
+    assert flow.store.get(created.id).attempts == 1
+    assert fingerprint(storage, settings.lake.data_bucket, database_url, set()) == before
+    flow.close()
+
+    back = ErasureWorkflow(settings)  # the server is reachable again; the retry is due
+    back.store.update(created.id, next_attempt_at=datetime.now(UTC))
+    back.run_pending()
+    assert back.store.get(created.id).approval_sent_at is not None
+    assert len(mailbox.wait_for(sent + 1)) == sent + 1
+    back.stop(created.id, "test")
+    back.close()
+
+
+def test_unanswered_request_expires(lake: tuple[Settings, Mailbox, str], users: list[str]) -> None:
+    flow = ErasureWorkflow(lake[0])
+    current = awaiting(flow, users[3:4])
+    flow.store.update(current.id, approval_expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    flow.run_pending()
+    assert flow.store.get(current.id).state == EXPIRED
+    flow.close()
+
+
+def test_stop_during_purge_reports_what_was_purged(
+    lake: tuple[Settings, Mailbox, str], users: list[str]
+) -> None:
+    settings, _, database_url = lake
+    one_at_a_time = settings.model_copy(update={"erasure": settings.erasure.model_copy(
+        update={"purge_workers": 1}
+    )})  # fmt: skip
+    flow = ErasureWorkflow(one_at_a_time)
+    current = awaiting(flow, users[4:6])
+    flow.approve(current.id, "test")
+    finish = flow.store.finish_target
+
+    def finish_then_stop(*args: object, **kwargs: object) -> None:
+        finish(*args, **kwargs)  # type: ignore[arg-type]
+        if flow.store.get(current.id).state == PURGING:
+            flow.stop(current.id, "test")  # as an operator would, from elsewhere
+
+    flow.store.finish_target = finish_then_stop  # type: ignore[method-assign]
+    flow.run_pending()
+    flow.store.finish_target = finish  # type: ignore[method-assign]
+
+    assert flow.store.get(current.id).state == STOPPED
+    done = flow.store.targets(current.id, "done")
+    todo = flow.store.targets(current.id, "todo")
+    assert 1 <= len(done) <= 2 and todo  # the running target finished; no new one started
+    storage = load_storage(settings)
+    bucket = settings.lake.data_bucket
+    certificate = json.loads(
+        storage.get(bucket, report.report_prefix(current.id) + "certificate.json")
+    )
+    assert certificate["state"] == STOPPED
+    listed = {p["uri"]: p["status"] for p in certificate["objects"] + certificate["tables"]}
+    assert all(listed[row.target["uri"]] == "done" for row in done)
+    assert all(listed[row.target["uri"]] == "todo" for row in todo)
+    assert remaining(storage, bucket, database_url, set(users[4:6])) > 0  # not all purged
+    flow.close()
+
+
+def test_a_missing_object_is_reported_not_fatal_and_vacuum_compacts(
+    lake: tuple[Settings, Mailbox, str], users: list[str]
+) -> None:
+    settings, _, database_url = lake
+    storage = load_storage(settings)
+    bucket = settings.lake.data_bucket
+    gone = users[6:8]
+    flow = ErasureWorkflow(settings)
+    current = awaiting(flow, gone)
+    lake_targets = [r.target for r in flow.store.targets(current.id) if r.target["layer"] == "csv"]
+    vanished = lake_targets[0]
+    storage.delete(vanished["bucket"], vanished["key"])  # deleted by its owner meanwhile
+    flow.approve(current.id, "test")
+    flow.run_pending()
+    assert flow.store.get(current.id).state == COMPLETED
+    outcomes = {r.target["uri"]: r.outcome for r in flow.store.targets(current.id)}
+    assert outcomes[vanished["uri"]]["action"] == "missing"  # type: ignore[index]
+
+    others = set(users) - set(gone)
+    before = fingerprint(storage, bucket, database_url, set(gone))
+    jsonl_keys = [k for k in storage.keys(bucket, "gdpr/reviews/jsonl") if k.endswith(".jsonl")]
+    placeholders = sum(storage.get(bucket, k).split(b"\n").count(b"{}") for k in jsonl_keys)
+    plain_before = sum(len(storage.get(bucket, k)) for k in jsonl_keys)
+    assert placeholders > 0
+
+    result = vacuum(flow.index)
+
+    # Plain and gzip objects: at least the plain placeholders went, and bytes were reclaimed.
+    assert result.objects > 0 and result.placeholders >= placeholders
+    assert result.bytes_before > result.bytes_after
+    plain_after = sum(len(storage.get(bucket, k)) for k in jsonl_keys)
+    assert plain_after == plain_before - 3 * placeholders  # "{}\n" per placeholder
+    for key in storage.keys(bucket, "gdpr/reviews/"):
+        data = storage.get(bucket, key)
+        text = gzip.decompress(data) if key.endswith(".gz") else data
+        if "jsonl" in key:
+            assert b"{}" not in text.split(b"\n")
+    # The index agrees with the compacted objects: every position holds its user's record.
+    for user, holdings in flow.index.store.find(sorted(others)).items():
+        for holding in holdings:
+            if "/jsonl/" not in holding.location or not holding.positions:
+                continue
+            bucket_key = holding.location.split(f"/{bucket}/", 1)[1]
+            lines = storage.get(bucket, bucket_key).split(b"\n")
+            for position in holding.positions:
+                assert json.loads(lines[position - 1])["user_id"] == user
+    after = fingerprint(storage, bucket, database_url, set(gone))
+    assert {k: v for k, v in after.items() if "/jsonl" not in k} == {
+        k: v for k, v in before.items() if "/jsonl" not in k
+    }
+    flow.close()
