@@ -3,7 +3,6 @@ salesperson: the numbers of the real JHU files, from the extract and live."""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Callable
@@ -15,20 +14,14 @@ import pytest
 from lakeward.bi.service import BiService
 from lakeward.config import Settings
 from lakeward.storage import load_storage
-from tests.helpers import JHU_DIR, lakeward
+from tests.bi import jhu
+from tests.helpers import lakeward
 
 pytestmark = pytest.mark.spark
 
 DAY = [{"type": "time_range", "field": "date",
         "start": "2020-09-10T00:00:00", "end": "2020-09-11T00:00:00"}]  # fmt: skip
 LINE_COUNTRIES = {"US", "Italy", "India", "Brazil", "Spain", "United Kingdom"}
-
-
-def jhu_count(measure: str, country: str, day: str = "9/10/20") -> int:
-    """A country's count on a day, summed over its rows, straight from the JHU file."""
-    text = (JHU_DIR / f"time_series_covid19_{measure}_global.csv").read_text()
-    return sum(int(row[day]) for row in csv.DictReader(io.StringIO(text))
-               if row["Country/Region"] == country)  # fmt: skip
 
 
 def series(client: httpx.Client, visual: str, **params: str) -> dict[str, object]:
@@ -52,15 +45,15 @@ def test_the_map_shows_confirmed_cases_on_2020_09_10(api: Callable[..., httpx.Cl
     saved = points_by_country(series(de, "map"))  # the filter saved with the map
     picked = points_by_country(series(de, "map", filters=json.dumps(DAY)))  # the date pickers'
     assert saved == picked
-    assert picked["US"]["size"] == 6_420_040 == jhu_count("confirmed", "US")
-    assert picked["US"]["tooltip"]["deaths"] == jhu_count("deaths", "US")
+    assert picked["US"]["size"] == 6_420_040 == jhu.count("confirmed", "US")
+    assert picked["US"]["tooltip"]["deaths"] == jhu.count("deaths", "US")
     assert (picked["US"]["lat"], picked["US"]["lon"]) == (40.0, -100.0)
     assert set(picked) >= LINE_COUNTRIES
     assert picked["Italy"]["size"] == 283_180
     # Another day is another map: the filter is applied, not decorative.
     other = [{**DAY[0], "start": "2020-05-01T00:00:00", "end": "2020-05-02T00:00:00"}]
     earlier = points_by_country(series(de, "map", filters=json.dumps(other)))
-    assert earlier["US"]["size"] == jhu_count("confirmed", "US", "5/1/20")
+    assert earlier["US"]["size"] == jhu.count("confirmed", "US", "5/1/20")
 
 
 def test_the_line_chart_shows_italys_mortality_rate(api: Callable[..., httpx.Client]) -> None:
@@ -72,7 +65,7 @@ def test_the_line_chart_shows_italys_mortality_rate(api: Callable[..., httpx.Cli
     italy = lines["Italy"]
     rate = italy["y"][italy["x"].index("2020-09-10")]
     assert rate == pytest.approx(35_587 / 283_180)
-    assert rate == pytest.approx(jhu_count("deaths", "Italy") / jhu_count("confirmed", "Italy"))
+    assert rate == pytest.approx(jhu.count("deaths", "Italy") / jhu.count("confirmed", "Italy"))
     assert italy["x"] == sorted(italy["x"]) and len(italy["x"]) > 1000  # every day, in order
 
 
