@@ -13,6 +13,8 @@ setup by ``dev.sh``, see docs/console.md).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from dataclasses import replace
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from fastapi.staticfiles import StaticFiles
 from lakeward.access.control import AccessControl
 from lakeward.access.sessions import Sessions
 from lakeward.errors import LakewardError, ResourceNotFound
-from lakeward.http.console import admin, catalogs, query, signin
+from lakeward.http.console import admin, bi, catalogs, query, signin
 from lakeward.http.console.base import PREFIX, STATIC, Console
 from lakeward.query.service import QueryService
 
@@ -44,8 +46,26 @@ def install_console(
 ) -> Console:
     """Add the console's routes, static files and HTML error pages to the server."""
     console = Console(access, sessions)
-    console.nav = [query.NAV, catalogs.NAV, admin.NAV]
+
+    def sees_any(kind: str) -> Callable[[str], bool]:
+        def shown(user: str) -> bool:
+            service = getattr(app.state, "bi_service", None)
+            if service is None:
+                return False
+            found = service.list_dashboards(user) if kind == "dashboards" else None
+            return bool(found if found is not None else service.list_datasets(user))
+
+        return shown
+
+    console.nav = [
+        replace(bi.DASHBOARDS, shown=sees_any("dashboards")),
+        replace(bi.DATASETS, shown=sees_any("datasets")),
+        query.NAV,
+        catalogs.NAV,
+        admin.NAV,
+    ]
     app.include_router(signin.signin_router(console))
+    app.include_router(bi.bi_router(console))
     app.include_router(catalogs.catalogs_router(console, service))
     app.include_router(query.query_router(console, service))
     app.include_router(admin.admin_router(console))

@@ -68,6 +68,8 @@ class NavItem:
     path: str
     action: str
     resource: str
+    # Also shown when this says so (BI objects reach users through shares, not policies).
+    shown: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -117,7 +119,11 @@ class Console:
         return self.access.decide(Identity(user), action, resource).allowed
 
     def visible_nav(self, user: str) -> list[NavItem]:
-        return [n for n in self.nav if self.may(user, n.action, n.resource)]
+        return [
+            n
+            for n in self.nav
+            if self.may(user, n.action, n.resource) or (n.shown is not None and n.shown(user))
+        ]
 
     # -- rendering ----------------------------------------------------------
 

@@ -1,0 +1,160 @@
+// Draws a sheet's visuals (dashboard or analysis) with plotly.js, served by lakeward.
+// Each visual's data comes from the BI API; the filter bar's values replace the saved
+// filters on their fields. When every chart has been drawn, <body data-charts="ready">
+// and window.lakewardCharts.readyAt (performance.now()) tell tests and benchmarks.
+"use strict";
+(function () {
+  const config = JSON.parse(document.getElementById("sheet-config").textContent);
+  const status = document.getElementById("chart-status");
+  const visuals = Array.from(document.querySelectorAll(".visual"));
+  const mode = new URLSearchParams(window.location.search).get("mode") || "auto";
+  const plotConfig = {
+    topojsonURL: config.topojson, responsive: true, displaylogo: false,
+    showLink: false, showSendToCloud: false, showEditInChartStudio: false,
+  };
+  window.lakewardCharts = { readyAt: null, rendered: 0, total: visuals.length, errors: [] };
+
+  function localTime(value) {
+    // <input type="datetime-local"> gives "2020-09-10T00:00"; the API takes ISO times.
+    return value ? (value.length === 16 ? value + ":00" : value) : null;
+  }
+
+  function filtersFor(visualId) {
+    const found = [];
+    document.querySelectorAll("#filters fieldset.filter").forEach(function (set) {
+      const scope = set.dataset.scope;
+      if (scope !== "sheet" && scope !== visualId) { return; }
+      if (set.dataset.type === "time_range") {
+        found.push({
+          type: "time_range", field: set.dataset.field,
+          start: localTime(set.querySelector('[name="start"]').value),
+          end: localTime(set.querySelector('[name="end"]').value),
+        });
+      } else {
+        const values = Array.from(set.querySelector("select").selectedOptions).map(function (o) {
+          return o.dataset.kind === "number" ? Number(o.value) : o.value;
+        });
+        if (values.length) { found.push({ type: "category", field: set.dataset.field, values: values }); }
+      }
+    });
+    return found;
+  }
+
+  function tooltip(point) {
+    return Object.entries(point.tooltip || {}).map(function (kv) {
+      const value = typeof kv[1] === "number" ? kv[1].toLocaleString("en-US") : String(kv[1]);
+      return kv[0] + ": " + value;
+    }).join("<br>");
+  }
+
+  function mapFigure(data, element) {
+    const byColor = new Map();
+    data.points.forEach(function (p) {
+      const key = p.color === null || p.color === undefined ? "(none)" : String(p.color);
+      if (!byColor.has(key)) { byColor.set(key, []); }
+      byColor.get(key).push(p);
+    });
+    const largest = Math.max(1, ...data.points.map(function (p) { return Math.abs(p.size || 0); }));
+    const traces = Array.from(byColor.entries()).map(function (entry) {
+      const points = entry[1];
+      return {
+        type: "scattergeo", mode: "markers", name: entry[0],
+        lat: points.map(function (p) { return p.lat; }),
+        lon: points.map(function (p) { return p.lon; }),
+        text: points.map(tooltip),
+        hovertemplate: "<b>" + entry[0].replace(/</g, "&lt;") + "</b><br>%{text}<extra></extra>",
+        // Sizes stay the measure's values; sizeref scales the largest to 60 px across.
+        marker: {
+          size: points.map(function (p) { return p.size; }), sizemode: "area",
+          sizeref: 2 * largest / (60 * 60), sizemin: 3, opacity: 0.75,
+          line: { width: 0.5, color: "#ffffff" },
+        },
+      };
+    });
+    const layout = {
+      margin: { l: 0, r: 0, t: 0, b: 0 }, showlegend: true, legend: { orientation: "h" },
+      geo: {
+        projection: { type: "natural earth" }, resolution: 110, showland: true,
+        landcolor: "#e8ecef", showcountries: true, countrycolor: "#b9c2cc", showcoastlines: true,
+        coastlinecolor: "#9aa5b1", showocean: true, oceancolor: "#f4f8fb", showframe: false,
+      },
+    };
+    if (data.unmapped_rows) { note(element, data.unmapped_rows + " row(s) without coordinates are not shown"); }
+    return { traces: traces, layout: layout };
+  }
+
+  function xyFigure(data, type, element) {
+    const traces = data.series.map(function (s) {
+      return type === "bar"
+        ? { type: "bar", name: String(s.name), x: s.x, y: s.y }
+        : { type: "scatter", mode: "lines", name: String(s.name), x: s.x, y: s.y };
+    });
+    const all = data.series.flatMap(function (s) { return s.y; }).filter(function (v) { return typeof v === "number"; });
+    const ratio = element.dataset.y.endsWith("rate") && all.every(function (v) { return v >= 0 && v <= 1; });
+    const layout = {
+      margin: { l: 56, r: 10, t: 10, b: 40 }, legend: { orientation: "h" },
+      yaxis: { tickformat: ratio ? ".1%" : undefined, title: { text: element.dataset.y } },
+      barmode: "group",
+    };
+    return { traces: traces, layout: layout };
+  }
+
+  function note(element, text) {
+    element.querySelector(".visual-note").textContent = text;
+  }
+
+  function drawTable(data, target) {
+    const table = document.createElement("table");
+    table.className = "grid";
+    const head = table.createTHead().insertRow();
+    data.columns.forEach(function (c) { const th = document.createElement("th"); th.textContent = c; head.appendChild(th); });
+    const body = table.createTBody();
+    data.rows.forEach(function (values) {
+      const row = body.insertRow();
+      values.forEach(function (v) { row.insertCell().textContent = v === null ? "NULL" : String(v); });
+    });
+    target.replaceChildren(table);
+    target.classList.add("table-visual");
+  }
+
+  async function draw(element) {
+    const id = element.dataset.visual;
+    const target = element.querySelector(".chart");
+    const query = "?mode=" + encodeURIComponent(mode) + "&filters=" + encodeURIComponent(JSON.stringify(filtersFor(id)));
+    const series = await lakeward.call("GET", config.series_base + encodeURIComponent(id) + "/series" + query);
+    element.dataset.source = series.source;
+    note(element, series.row_count.toLocaleString("en-US") + " row(s) · from the " + series.source);
+    if (series.type === "table") { drawTable(series.data, target); return; }
+    const figure = series.type === "map" ? mapFigure(series.data, element) : xyFigure(series.data, series.type, element);
+    await Plotly.react(target, figure.traces, figure.layout, plotConfig);
+  }
+
+  async function drawAll() {
+    document.body.dataset.charts = "loading";
+    status.textContent = "Loading…";
+    const started = performance.now();
+    const results = await Promise.allSettled(visuals.map(draw));
+    const failed = results.filter(function (r) { return r.status === "rejected"; });
+    results.forEach(function (r, i) {
+      if (r.status === "rejected") {
+        const element = visuals[i];
+        element.querySelector(".chart").replaceChildren();
+        note(element, r.reason.message);
+        element.classList.add("failed");
+      }
+    });
+    window.lakewardCharts.rendered = results.length - failed.length;
+    window.lakewardCharts.errors = failed.map(function (r) { return r.reason.message; });
+    window.lakewardCharts.readyAt = performance.now();
+    status.textContent = failed.length
+      ? failed.length + " visual(s) could not be drawn"
+      : "Drawn in " + Math.round(window.lakewardCharts.readyAt - started) + " ms";
+    document.body.dataset.charts = failed.length ? "failed" : "ready";
+  }
+
+  document.getElementById("filters").addEventListener("submit", function (event) {
+    event.preventDefault();
+    drawAll();
+  });
+  drawAll();
+})();

@@ -1,0 +1,133 @@
+"""Building in the console from scratch, and the query editor, in Chromium.
+
+A data source, a dataset from custom SQL with conversions and a computed
+field, and an analysis with a bar chart, all through the pages' forms; then
+a query in the editor, paged through, and its CSV downloaded.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from lakeward.config import Settings
+from tests.console.console_helpers import password_of, screenshot, server_url, sign_in
+
+pytestmark = pytest.mark.spark
+
+DATASET_SQL = """SELECT country, CAST("date" AS varchar) AS day,
+       CAST(sum(confirmed) AS bigint) AS confirmed, CAST(sum(deaths) AS bigint) AS deaths
+FROM covid_cases
+WHERE country IN ('Italy', 'Spain', 'Germany')
+  AND "date" BETWEEN DATE '2020-09-01' AND DATE '2020-09-10'
+GROUP BY country, "date\""""
+
+
+@pytest.fixture
+def de_page(page: Any, stack: Settings) -> Any:
+    sign_in(page, server_url(stack), "de_user", password_of(stack, "DataEngineerUserCreds"))
+    return page
+
+
+def test_a_dataset_and_a_visual_built_from_scratch(de_page: Any, stack: Settings) -> None:
+    page, base = de_page, server_url(stack)
+    suffix = uuid.uuid4().hex[:6]
+    source_id, dataset_id, analysis_id = f"src-{suffix}", f"ds-{suffix}", f"an-{suffix}"
+
+    page.goto(base + "/console/datasets")
+    page.fill("input[name=id]", source_id)
+    page.fill("input[name=name]", f"Metastore {suffix}")
+    page.select_option("select[name=catalog]", "demo_hive_metastore")
+    page.click("text=Create and validate")
+    assert "created and validated" in page.locator(".flash.done").inner_text()
+
+    page.click("text=New dataset")
+    page.fill("input[name=id]", dataset_id)
+    page.fill("input[name=name]", f"Deaths per million {suffix}")
+    page.select_option("select[name=data_source_id]", source_id)
+    page.fill("textarea[name=sql]", DATASET_SQL)
+    operations = [
+        ("convert", "day", "date", "yyyy-MM-dd"),
+        ("computed", "mortality", "deaths / confirmed", ""),
+    ]
+    for row, (kind, a, b, c) in enumerate(operations):
+        page.select_option(f"select[name=op_kind_{row}]", kind)
+        page.fill(f"input[name=op_a_{row}]", a)
+        page.fill(f"input[name=op_b_{row}]", b)
+        page.fill(f"input[name=op_c_{row}]", c)
+    page.click("button[value=preview]")
+    preview = page.locator("#preview-table")
+    assert preview.locator("th").all_inner_texts()[:2] == ["country\nstring", "day\ndate"]
+    assert "30 rows" in page.locator(".preview h2").inner_text()  # 3 countries x 10 days
+    page.click("button[value=create]")
+    assert f"/console/datasets/{dataset_id}?done=" in page.url
+    extract = page.locator("#extract").inner_text()
+    assert "COMPLETED" in extract and "30" in extract
+
+    page.click("text=New analysis")
+    page.fill("input[name=id]", analysis_id)
+    page.fill("input[name=name]", f"Mortality {suffix}")
+    page.select_option("select[name=type]", "bar")
+    page.fill("input[name=title]", "Deaths on 2020-09-10")
+    page.fill("input[name=x]", "country")
+    page.fill("input[name=y]", "deaths")
+    page.fill("input[name=time_field]", "day")
+    page.fill("input[name=time_start]", "2020-09-10T00:00")
+    page.fill("input[name=time_end]", "2020-09-11T00:00")
+    page.click("text=Create analysis")
+    assert page.url.endswith(f"/console/analyses/{analysis_id}")
+    page.wait_for_selector("body[data-charts=ready]", timeout=60_000)
+    bars = page.evaluate("document.querySelector('.visual .chart').data")
+    assert len(bars) == 1 and bars[0]["type"] == "bar"
+    deaths = dict(zip(bars[0]["x"], bars[0]["y"], strict=True))
+    assert deaths["Italy"] == 35_587  # the JHU figure for 2020-09-10
+    assert set(deaths) == {"Italy", "Spain", "Germany"}
+
+    page.click("form[action$='/publish'] button[type=submit]")
+    page.wait_for_url(f"**/console/dashboards/{analysis_id}?done=*")
+    assert f"/console/dashboards/{analysis_id}?done=" in page.url
+    page.wait_for_selector("body[data-charts=ready]", timeout=60_000)
+
+
+def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Path) -> None:
+    page, base = de_page, server_url(stack)
+    page.goto(base + "/console/query")
+    page.fill(
+        "#sql",
+        'SELECT country, "date", confirmed, deaths FROM covid_cases\n'
+        "WHERE country = 'Italy' AND province_state IS NULL\nORDER BY \"date\" LIMIT 120",
+    )
+    page.click("#run")
+    page.wait_for_selector(".status.ok", timeout=60_000)
+    assert page.locator("#page-info").inner_text() == "rows 1–50"
+    headers = page.locator("#result-table thead th").all_inner_texts()
+    assert headers == ["country", "date", "confirmed", "deaths"]
+    first = page.locator("#result-table tbody tr").first.locator("td").all_inner_texts()
+    assert first[:2] == ["Italy", "2020-01-22"]
+    screenshot(page, "query-editor", tmp_path)
+
+    page.click("#next")
+    expect(page.locator("#page-info")).to_have_text("rows 51–100")
+    assert page.locator("#result-table tbody tr").count() == 50
+    page.click("#next")
+    expect(page.locator("#page-info")).to_have_text("rows 101–120")
+    assert page.locator("#next").is_disabled()
+    page.click("#prev")
+    expect(page.locator("#page-info")).to_have_text("rows 51–100")
+
+    with page.expect_download() as download:
+        page.click("#download")
+    lines = Path(download.value.path()).read_text().splitlines()
+    assert lines[0] == '"country","date","confirmed","deaths"' and len(lines) == 121
+
+    # The query is in the history, and can be saved and opened again.
+    page.click("details.save summary")
+    page.fill("#save-form input[name=name]", "Italy, first 120 days")
+    page.click("#save-form button[type=submit]")
+    page.click(".saved a:text('Italy, first 120 days')")
+    assert 'ORDER BY "date" LIMIT 120' in page.locator("#sql").input_value()
+    assert page.locator(".history li").first.inner_text().startswith("SELECT country")

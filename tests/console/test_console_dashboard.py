@@ -1,0 +1,105 @@
+"""The seed's "COVID-19 cases" dashboard in Chromium, as the data engineer sees it.
+
+The figures are read from the charts plotly drew in the page (the graph
+divs' ``data``), after setting the time filter through the page's controls.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakeward.config import Settings
+from tests.console.console_helpers import password_of, screenshot, server_url, sign_in
+
+pytestmark = pytest.mark.spark
+
+DASHBOARD = "/console/dashboards/covid-19-cases"
+US_CONFIRMED_2020_09_10 = 6_420_040
+ITALY_DEATHS, ITALY_CONFIRMED = 35_587, 283_180  # on 2020-09-10, in the JHU files
+
+CHART_DATA = """() => Object.fromEntries(Array.from(document.querySelectorAll('.visual')).map(v => [
+  v.dataset.visual,
+  {type: v.dataset.type, source: v.dataset.source,
+   traces: (v.querySelector('.chart').data || []).map(t => ({
+     name: t.name, x: t.x || null, y: t.y || null, lat: t.lat || null, lon: t.lon || null,
+     size: t.marker && Array.isArray(t.marker.size) ? t.marker.size : null}))}]))"""
+
+
+def wait_for_charts(page: Any) -> dict[str, Any]:
+    page.wait_for_selector("body[data-charts=ready], body[data-charts=failed]", timeout=60_000)
+    state = page.evaluate("window.lakewardCharts")
+    assert state["errors"] == [] and state["rendered"] == state["total"] == 2, state
+    charts: dict[str, Any] = page.evaluate(CHART_DATA)
+    return charts
+
+
+def set_time_filter(page: Any, start: str, end: str) -> None:
+    time_filter = page.locator("fieldset.filter[data-type=time_range]")
+    time_filter.locator("input[name=start]").fill(start)
+    time_filter.locator("input[name=end]").fill(end)
+    page.evaluate("document.body.dataset.charts = 'loading'")
+    page.click("#apply-filters")
+
+
+def by_kind(charts: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    maps = [c for c in charts.values() if c["type"] == "map"]
+    lines = [c for c in charts.values() if c["type"] == "line"]
+    assert len(maps) == 1 and len(lines) == 1, charts
+    return maps[0], lines[0]
+
+
+@pytest.fixture
+def de_page(page: Any, stack: Settings) -> Any:
+    sign_in(page, server_url(stack), "de_user", password_of(stack, "DataEngineerUserCreds"))
+    return page
+
+
+def test_map_and_mortality_on_2020_09_10(de_page: Any, stack: Settings, tmp_path: Path) -> None:
+    page = de_page
+    page.goto(server_url(stack) + "/console/dashboards")
+    page.click("text=COVID-19 cases")
+    assert page.url.endswith(DASHBOARD)
+    wait_for_charts(page)
+    # Move the filter away and back, so the figures below come from the control's value.
+    set_time_filter(page, "2020-06-01T00:00", "2020-06-02T00:00")
+    june, _ = by_kind(wait_for_charts(page))
+    set_time_filter(page, "2020-09-10T00:00", "2020-09-11T00:00")
+    world, mortality = by_kind(wait_for_charts(page))
+
+    countries = {t["name"]: t for t in world["traces"]}
+    assert {"US", "Italy", "India", "Brazil", "Spain", "United Kingdom"} <= set(countries)
+    us = countries["US"]
+    assert us["size"] == [US_CONFIRMED_2020_09_10]
+    assert len(us["lat"]) == len(us["lon"]) == 1
+    assert 20 < us["lat"][0] < 50 and -130 < us["lon"][0] < -60  # a point in the US
+    us_in_june = {t["name"]: t for t in june["traces"]}["US"]["size"][0]
+    assert 0 < us_in_june < US_CONFIRMED_2020_09_10
+
+    lines = {t["name"]: t for t in mortality["traces"]}
+    assert set(lines) == {"US", "Italy", "India", "Brazil", "Spain", "United Kingdom"}
+    italy = lines["Italy"]
+    day = next(i for i, x in enumerate(italy["x"]) if str(x).startswith("2020-09-10"))
+    assert italy["y"][day] == pytest.approx(ITALY_DEATHS / ITALY_CONFIRMED, rel=1e-9)
+    assert round(100 * italy["y"][day], 2) == 12.57
+    assert world["source"] == mortality["source"] == "extract"
+
+    # The world outline is drawn under the points, from the server's own topology.
+    assert (
+        page.locator(
+            ".visual[data-type=map] path.countries, .visual[data-type=map] .countries path"
+        ).count()
+        > 0
+    )
+    screenshot(page, "dashboard", tmp_path)
+
+
+def test_live_queries_draw_the_same_figures(de_page: Any, stack: Settings) -> None:
+    page = de_page
+    page.goto(server_url(stack) + DASHBOARD + "?mode=live")
+    world, mortality = by_kind(wait_for_charts(page))
+    assert world["source"] == mortality["source"] == "live"
+    countries = {t["name"]: t for t in world["traces"]}
+    assert countries["US"]["size"] == [US_CONFIRMED_2020_09_10]
