@@ -42,6 +42,12 @@ install() {
     echo "dev.sh: installing Java 17 (Spark and the Hive Metastore run on it)"
     apt_install openjdk-17-jre-headless || apt_install default-jre-headless
   fi
+  # javac compiles the metastore's launcher (it binds the nodes to one address).
+  local java=${JAVA_HOME:+$JAVA_HOME/bin/}java
+  if [ ! -x "$(dirname "$(readlink -f "$(command -v "$java")")")/javac" ]; then
+    echo "dev.sh: installing the JDK (javac) for the metastore's launcher"
+    apt_install openjdk-17-jdk-headless
+  fi
   command -v ps >/dev/null || apt_install procps  # Spark's launch scripts use ps
   # JDBC drivers of the PostgreSQL and MySQL/MariaDB metastore backends, and
   # Chromium for the console's browser tests.
