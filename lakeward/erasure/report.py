@@ -301,6 +301,10 @@ def retained_copies(
     else:
         copies.append({"copy": storage.root, "kind": "object versions (file:// keeps none)",
                        "state": "removed"})  # fmt: skip
+    for table in settings.erasure.tables:
+        if table.format == HUDI:
+            copies.append({"copy": table.location, "state": "retained",
+                           "kind": "Hudi table: needs its own DELETE and cleaner run"})  # fmt: skip
     bucket = settings.lake.data_bucket
     try:
         tops = storage.children(bucket, "")

@@ -314,6 +314,11 @@ class ErasureWorkflow:
         elif target.layer == RELATIONAL:
             names = [m.name for m in self.index.mappers().relational if m.location == target.uri]
             self.index.index_relational(names)
+        elif target.uri.startswith(self.index.storage.root + "/"):
+            # A table in the lake: its data files were replaced through the format, and an
+            # indexed dataset may cover them.
+            bucket, key = report.split_uri(self.index.storage, target.uri.rstrip("/"))
+            self.index.reindex(prefix=f"{bucket}/{key}/")
 
     def _verify(self, current: Request) -> bool:
         remaining: list[dict[str, Any]] = []
