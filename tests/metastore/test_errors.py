@@ -128,3 +128,25 @@ def test_missing_javac_names_the_jdk_package(tmp_path: Path) -> None:
     java.write_text("#!/bin/sh\n")
     with pytest.raises(JavaError, match="openjdk-17-jdk-headless"):
         find_javac(java)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"NODES": "0"}, "metastore.nodes: Input should be greater than or equal to 1"),
+        (
+            {"BACKEND": "postgres", "URL": "postgresql://u@h/db", "INSTANCE": "main"},
+            "metastore.instance: set metastore.url or metastore.instance, not both",
+        ),
+        ({"URL": "postgresql://u@h/db"}, "metastore.url: the derby backend takes no url"),
+        ({"BACKEND": "mariadb", "URL": "mariadb://u@h"}, "metastore.url: 'mariadb://u@h' is not"),
+    ],
+)
+def test_invalid_metastore_settings_name_the_key(
+    tmp_path: Path, env: dict[str, str], expected: str
+) -> None:
+    variables = {f"LAKEWARD_METASTORE__{k}": v for k, v in env.items()}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(data_dir=tmp_path, env=variables)
+    assert expected in caught.value.message
+    assert "(from environment variable LAKEWARD_METASTORE__" in caught.value.message
