@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -41,6 +42,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    event,
 )
 from sqlalchemy.engine import Connection, Engine
 
@@ -153,5 +155,16 @@ def migrate(engine: Engine) -> int:
 def open_index_engine(url_or_path: str | Path) -> Engine:
     """An engine on the index database (a SQLite path or a URL), migrated to ``LATEST``."""
     engine = open_engine(url_or_path)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _relaxed_sync)
     migrate(engine)
     return engine
+
+
+def _relaxed_sync(connection: Any, _record: Any) -> None:
+    # In WAL mode, NORMAL keeps the database consistent through a crash and only
+    # risks the last commits on power loss; the index can be rebuilt from the
+    # lake, and FULL's fsync per commit would cap real-time indexing.
+    cursor = connection.cursor()
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()

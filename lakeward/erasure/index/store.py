@@ -50,7 +50,8 @@ from lakeward.erasure.mappers import (
 )
 
 SEQUENCER_WIDTH = 32
-_BATCH = 10_000  # rows per executemany: large enough to amortise, small enough for memory
+_INSERT_RECORDS = "INSERT INTO erasure_records (user_id, object_id, position) VALUES (?, ?, ?)"
+_COPY_RECORDS = "COPY erasure_records (user_id, object_id, position) FROM STDIN"
 
 
 def pad_sequencer(sequencer: str | None) -> str | None:
@@ -290,22 +291,21 @@ class IndexStore:
                     for e in indexed.locations
                 ],
             )
+        rows = ((user_id, object_id, position) for user_id, position in indexed.entries)
         if conn.dialect.name == "postgresql" and len(indexed.entries) > 100:
             cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-            sql = "COPY erasure_records (user_id, object_id, position) FROM STDIN"
-            with cursor.copy(sql) as copy:
-                for user_id, position in indexed.entries:
-                    copy.write_row((user_id, object_id, position))
-        else:
-            statement = insert(records)
-            for start in range(0, len(indexed.entries), _BATCH):
-                conn.execute(
-                    statement,
-                    [
-                        {"user_id": u, "object_id": object_id, "position": p}
-                        for u, p in indexed.entries[start : start + _BATCH]
-                    ],
-                )
+            with cursor.copy(_COPY_RECORDS) as copy:
+                for row in rows:
+                    copy.write_row(row)
+        elif indexed.entries:
+            # Plain tuples through the driver's executemany: SQLAlchemy's per-row
+            # parameter processing would cost more than the insert itself.
+            sql = (
+                _INSERT_RECORDS.replace("?", "%s")
+                if conn.dialect.name != "sqlite"
+                else _INSERT_RECORDS
+            )
+            conn.exec_driver_sql(sql, list(rows))
         return len(indexed.entries) + len(indexed.locations)
 
     # -- lookups -------------------------------------------------------------
