@@ -20,7 +20,8 @@ from lakeward.bi.model import (
     Sheet,
     Visual,
 )
-from lakeward.bi.service import ACTIONS, BiService, Caller, Preview
+from lakeward.bi.permissions import ACTIONS, Caller
+from lakeward.bi.service import BiService, Preview
 
 __all__ = [
     "ACTIONS",

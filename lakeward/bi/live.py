@@ -1,23 +1,98 @@
-"""A finished query's result, read back from the lake as an Arrow table.
+"""Live queries: the BI layer's SQL, run through the SQL service as ``bi-service-role``.
 
-The SQL service leaves a result as Athena does: a CSV in the lake with every
+Every query goes through ``QueryService.start_query_execution`` with the
+role as principal, so the service's checks all apply (one Athena statement,
+``athena:StartQueryExecution``, ``lakeward:UseCatalog``, ``s3:GetObject`` on
+the tables' data, ``s3:PutObject`` on the result); a refusal names the
+permission the role lacks.
+
+The service leaves a result as Athena does: a CSV in the lake with every
 value quoted, NULL as an empty unquoted field, and the column types in the
-execution's result metadata. The BI layer reads the whole result at once
-(paging 1,000 rows at a time through ``GetQueryResults`` would only add round
-trips), typing each column by its Athena type.
+execution's result metadata. Once ``GetQueryResults`` has allowed the read,
+the whole CSV is read at once (paging 1,000 rows at a time would only add
+round trips), each column typed by its Athena type.
 """
 
 from __future__ import annotations
 
 import io
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from lakeward.access import current_principal
+from lakeward.access.control import role_principal
+from lakeward.access.seed import BI_ROLE
+from lakeward.bi.model import DataSource
 from lakeward.config import Settings
-from lakeward.errors import StorageError
-from lakeward.query.model import ColumnInfo
+from lakeward.errors import AccessDenied, InvalidRequest, StorageError
+from lakeward.query.model import ColumnInfo, QueryState
+from lakeward.query.service import QueryService
 from lakeward.storage import Storage
+
+POLL_LIMIT = 0.25  # seconds between looks at a running query, at most
+
+
+class RoleQueries:
+    """Runs the BI layer's queries as the BI role."""
+
+    def __init__(self, settings: Settings, queries: QueryService, storage: Storage) -> None:
+        self.settings = settings
+        self.queries = queries
+        self.storage = storage
+        self.role = role_principal(BI_ROLE)
+
+    @contextmanager
+    def as_role(self) -> Iterator[None]:
+        # The service's read calls take the principal from the context.
+        token = current_principal.set(self.role)
+        try:
+            yield
+        finally:
+            current_principal.reset(token)
+
+    def run(self, source: DataSource, sql: str, database: str = "default") -> pa.Table:
+        """Run a query on the data source's catalog and workgroup; its rows as Arrow."""
+        with self.as_role():
+            try:
+                execution_id = self.queries.start_query_execution(
+                    sql,
+                    catalog=source.catalog,
+                    database=database,
+                    workgroup=source.workgroup,
+                    principal=self.role,
+                )
+            except AccessDenied as exc:
+                raise AccessDenied(
+                    f"the BI service role {BI_ROLE} lacks a permission: {exc.message}"
+                ) from None
+            delay = 0.005
+            execution = self.queries.get_query_execution(execution_id)
+            while not execution.state.done:
+                time.sleep(delay)
+                delay = min(delay * 2, POLL_LIMIT)
+                execution = self.queries.get_query_execution(execution_id)
+            if execution.state != QueryState.SUCCEEDED:
+                reason = execution.state_change_reason or execution.state.value
+                if "not authorized" in reason:
+                    raise AccessDenied(
+                        f"the BI service role {BI_ROLE} lacks a permission: {reason}"
+                    )
+                raise InvalidRequest(f"the query failed: {reason}")
+            page = self.queries.get_query_results(execution_id, max_results=1)
+            return read_result(self.storage, self.settings, execution.output_location, page.columns)
+
+    def any_table(self, source: DataSource) -> str | None:
+        """One table of the catalog, quoted (for a test query), or None if it has none."""
+        with self.as_role():
+            for database in self.queries.list_databases(source.catalog):
+                for info in self.queries.list_table_metadata(source.catalog, database):
+                    return f'"{database}"."{info.name}"'
+        return None
+
 
 _INTEGERS = ("tinyint", "smallint", "integer", "int", "bigint")
 _FLOATS = ("double", "float", "real", "decimal")

@@ -24,20 +24,18 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 
-from lakeward.access import catalog_arn, current_principal, quicksight_arn
-from lakeward.access.control import AccessControl, Identity, role_principal
-from lakeward.access.seed import BI_ROLE
+from lakeward.access import quicksight_arn
+from lakeward.access.control import AccessControl
 from lakeward.bi.datasets import Shaped, apply_fields
 from lakeward.bi.extracts import ExtractFiles
-from lakeward.bi.live import read_result
+from lakeward.bi.live import RoleQueries
 from lakeward.bi.model import (
     Analysis,
     AnalysisSpec,
@@ -53,11 +51,11 @@ from lakeward.bi.model import (
     Visual,
     parse,
 )
+from lakeward.bi.permissions import NOUNS, Caller, Gate
 from lakeward.bi.store import BiStore
 from lakeward.bi.visuals import compute_series, merge_filters
 from lakeward.config import Settings
-from lakeward.errors import AccessDenied, InvalidRequest, LakewardError, ResourceNotFound
-from lakeward.query.model import QueryState
+from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
 from lakeward.query.service import QueryService
 from lakeward.storage import Storage, load_storage
 
@@ -65,45 +63,6 @@ log = logging.getLogger(__name__)
 
 Mode = Literal["auto", "extract", "live"]
 T = TypeVar("T")
-
-
-class _Owned(Protocol):
-    id: str
-    owner: str
-
-
-OwnedT = TypeVar("OwnedT", bound=_Owned)
-
-# The quicksight:* actions the service asks for, per kind of object. Viewers of
-# a shared object get the ``Describe``/``Pass``/``Query`` ones; owners get all.
-ACTIONS: dict[str, tuple[str, ...]] = {
-    "datasource": ("CreateDataSource", "DescribeDataSource", "PassDataSource",
-                   "UpdateDataSource", "DeleteDataSource", "UpdateDataSourcePermissions"),
-    "dataset": ("CreateDataSet", "DescribeDataSet", "PassDataSet", "QueryDataSet",
-                "UpdateDataSet", "DeleteDataSet", "CreateIngestion",
-                "UpdateDataSetPermissions"),
-    "analysis": ("CreateAnalysis", "DescribeAnalysis", "QueryAnalysis", "UpdateAnalysis",
-                 "DeleteAnalysis", "UpdateAnalysisPermissions"),
-    "dashboard": ("CreateDashboard", "DescribeDashboard", "QueryDashboard",
-                  "DeleteDashboard", "UpdateDashboardPermissions"),
-}  # fmt: skip
-VIEWER_VERBS = ("Describe", "Pass", "Query")
-_NAMES = {"datasource": "data source", "dataset": "dataset", "analysis": "analysis",
-          "dashboard": "dashboard"}  # fmt: skip
-POLL_LIMIT = 0.25  # seconds between looks at a running query, at most
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling, resolved once per call: the identity and the user's groups."""
-
-    principal: str
-    identity: Identity
-    groups: tuple[str, ...]
-
-    @property
-    def name(self) -> str:
-        return self.identity.name
 
 
 @dataclass(frozen=True)
@@ -143,7 +102,8 @@ class BiService:
         self.storage = storage or load_storage(settings)
         self.store = BiStore(settings.bi.database_url or settings.data_dir / "bi" / "bi.db")
         self.files = ExtractFiles(self.storage, settings.lake.data_bucket)
-        self.role = role_principal(BI_ROLE)
+        self.gate = Gate(access, self.store)
+        self.role_queries = RoleQueries(settings, queries, self.storage)
         self._refreshing: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -160,95 +120,24 @@ class BiService:
             self._scheduler.join(timeout=5)
         self.store.close()
 
-    # -- who may do what ----------------------------------------------------
-
-    def caller(self, principal: str) -> Caller:
-        identity = self.access.identify(principal)
-        groups: tuple[str, ...] = ()
-        if not identity.is_root and not identity.is_role:
-            groups = tuple(self.access.principals.groups_of(identity.name))
-        return Caller(principal, identity, groups)
-
-    def _role_of(self, caller: Caller, kind: Kind, resource_id: str, owner: str) -> str | None:
-        """The caller's share on an object: ``owner``, ``viewer`` or None."""
-        if owner == caller.name:
-            return "owner"
-        mine = {f"user/{caller.name}", *(f"group/{g}" for g in caller.groups)}
-        roles = {s.role for s in self.store.shares(kind, resource_id) if s.principal in mine}
-        return "owner" if "owner" in roles else "viewer" if roles else None
-
-    def _check(self, caller: Caller, kind: Kind, resource_id: str, owner: str, action: str) -> None:
-        role = self._role_of(caller, kind, resource_id, owner)
-        shared = role == "owner" or (role == "viewer" and action.startswith(VIEWER_VERBS))
-        self.access.authorize(
-            f"quicksight:{action}",
-            quicksight_arn(kind, resource_id),
-            principal=caller.principal,
-            shared=shared,
-        )
-
-    def _visible(self, caller: Caller, kind: Kind, resource_id: str, owner: str) -> bool:
-        """Whether a list shows the object (asked without an audit record per row)."""
-        action = f"quicksight:Describe{_describe_noun(kind)}"
-        decision = self.access.decide(caller.identity, action, quicksight_arn(kind, resource_id))
-        if decision.decision == "explicitDeny":
-            return False
-        return decision.allowed or self._role_of(caller, kind, resource_id, owner) is not None
-
-    def _get(
-        self, caller: Caller, kind: Kind, resource_id: str, action: str,
-        load: Callable[[str], OwnedT | None],
-    ) -> OwnedT:  # fmt: skip
-        found = load(resource_id)
-        if found is None:
-            # Only a caller whose own policies allow the action learns that nothing is
-            # there; anyone else is refused exactly as for an object they may not see.
-            self.access.authorize(
-                f"quicksight:{action}",
-                quicksight_arn(kind, resource_id),
-                principal=caller.principal,
-            )
-            raise ResourceNotFound(f"{_NAMES[kind]} {resource_id} does not exist")
-        self._check(caller, kind, resource_id, found.owner, action)
-        return found
-
-    def _create(self, caller: Caller, kind: Kind, resource_id: str) -> None:
-        self.access.authorize(
-            f"quicksight:Create{_describe_noun(kind)}",
-            quicksight_arn(kind, resource_id),
-            principal=caller.principal,
-        )
-        if self.store.exists(kind, resource_id):
-            raise InvalidRequest(f"a {_NAMES[kind]} with id {resource_id} exists already")
-
-    def _check_catalog(self, caller: Caller, source: DataSource, what: str) -> None:
-        arn = catalog_arn(source.catalog)
-        try:
-            self.access.authorize("lakeward:UseCatalog", arn, principal=caller.principal)
-        except AccessDenied:
-            raise AccessDenied(
-                f"{what} reads the catalog {source.catalog}, which you may not use "
-                f"(lakeward:UseCatalog on {arn}); ask an administrator for access"
-            ) from None
-
     # -- data sources -------------------------------------------------------
 
     def list_data_sources(self, principal: str) -> list[DataSource]:
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         return [
             _with_arn(s, "datasource") for s in self.store.data_sources()
-            if self._visible(caller, "datasource", s.id, s.owner)
+            if self.gate.visible(caller, "datasource", s.id, s.owner)
         ]  # fmt: skip
 
     def create_data_source(
         self, principal: str, source_id: str, name: str, catalog: str, workgroup: str = "primary"
     ) -> DataSource:
         """A data source over a catalog of the SQL service; validate it to use it."""
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         _check_id("data source id", source_id)
         if not name.strip() or len(name) > 128:
             raise InvalidRequest("name: give 1 to 128 characters")
-        self._create(caller, "datasource", source_id)
+        self.gate.create(caller, "datasource", source_id)
         if catalog.lower() not in {c.lower() for c in self.queries.catalogs.names()}:
             raise InvalidRequest(f"catalog: the SQL service has no catalog {catalog!r}")
         if workgroup not in {g.name for g in self.queries.store.workgroups()}:
@@ -260,14 +149,14 @@ class BiService:
         return _with_arn(source, "datasource")
 
     def get_data_source(self, principal: str, source_id: str) -> DataSource:
-        caller = self.caller(principal)
-        source = self._get(caller, "datasource", source_id, "DescribeDataSource",
+        caller = self.gate.caller(principal)
+        source = self.gate.get(caller, "datasource", source_id, "DescribeDataSource",
                            self.store.data_source)  # fmt: skip
         return _with_arn(source, "datasource")
 
     def delete_data_source(self, principal: str, source_id: str) -> None:
-        caller = self.caller(principal)
-        self._get(caller, "datasource", source_id, "DeleteDataSource", self.store.data_source)
+        caller = self.gate.caller(principal)
+        self.gate.get(caller, "datasource", source_id, "DeleteDataSource", self.store.data_source)
         users = [d.id for d in self.store.datasets() if d.spec.data_source_id == source_id]
         if users:
             raise InvalidRequest(
@@ -282,14 +171,14 @@ class BiService:
         The test lists the catalog's databases and reads one row of a table, so
         both ``lakeward:UseCatalog`` and ``s3:GetObject`` on the data are tried.
         """
-        caller = self.caller(principal)
-        source = self._get(caller, "datasource", source_id, "UpdateDataSource",
+        caller = self.gate.caller(principal)
+        source = self.gate.get(caller, "datasource", source_id, "UpdateDataSource",
                            self.store.data_source)  # fmt: skip
         try:
-            self._run_sql(source, f'SHOW DATABASES IN "{source.catalog}"')
-            table = self._any_table(source)
+            self.role_queries.run(source, f'SHOW DATABASES IN "{source.catalog}"')
+            table = self.role_queries.any_table(source)
             if table is not None:
-                self._run_sql(source, f'SELECT * FROM "{source.catalog}".{table} LIMIT 1')
+                self.role_queries.run(source, f'SELECT * FROM "{source.catalog}".{table} LIMIT 1')
             source.status, source.status_message = "VALID", "the test query succeeded"
         except LakewardError as exc:
             source.status, source.status_message = "INVALID", exc.message
@@ -297,25 +186,18 @@ class BiService:
         self.store.put_data_source(source)
         return _with_arn(source, "datasource")
 
-    def _any_table(self, source: DataSource) -> str | None:
-        with self._as_role():
-            for database in self.queries.list_databases(source.catalog):
-                for info in self.queries.list_table_metadata(source.catalog, database):
-                    return f'"{database}"."{info.name}"'
-        return None
-
     def _usable_source(self, caller: Caller, source_id: str) -> DataSource:
-        source = self._get(caller, "datasource", source_id, "PassDataSource",
+        source = self.gate.get(caller, "datasource", source_id, "PassDataSource",
                            self.store.data_source)  # fmt: skip
         return source
 
     # -- datasets -----------------------------------------------------------
 
     def list_datasets(self, principal: str) -> list[Dataset]:
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         return [
             _with_arn(d, "dataset") for d in self.store.datasets()
-            if self._visible(caller, "dataset", d.id, d.owner)
+            if self.gate.visible(caller, "dataset", d.id, d.owner)
         ]  # fmt: skip
 
     def create_dataset(
@@ -326,12 +208,12 @@ class BiService:
         The query runs first: a definition whose SQL is refused or whose field
         operations do not apply is not saved.
         """
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         _check_id("dataset id", dataset_id)
         spec = spec if isinstance(spec, DatasetSpec) else parse(DatasetSpec, spec, "dataset")
-        self._create(caller, "dataset", dataset_id)
+        self.gate.create(caller, "dataset", dataset_id)
         source = self._usable_source(caller, spec.data_source_id)
-        self._check_catalog(caller, source, f"dataset {dataset_id}")
+        self.gate.check_catalog(caller, source, f"dataset {dataset_id}")
         shaped = self._shape(source, spec)
         now = _now()
         dataset = Dataset(dataset_id, spec, caller.name, now, now, shaped.columns)
@@ -344,11 +226,11 @@ class BiService:
         self, principal: str, dataset_id: str, spec: DatasetSpec | dict[str, Any]
     ) -> Dataset:
         """Replace the definition; a SPICE dataset's extract is refreshed with it."""
-        caller = self.caller(principal)
-        dataset = self._get(caller, "dataset", dataset_id, "UpdateDataSet", self.store.dataset)
+        caller = self.gate.caller(principal)
+        dataset = self.gate.get(caller, "dataset", dataset_id, "UpdateDataSet", self.store.dataset)
         spec = spec if isinstance(spec, DatasetSpec) else parse(DatasetSpec, spec, "dataset")
         source = self._usable_source(caller, spec.data_source_id)
-        self._check_catalog(caller, source, f"dataset {dataset_id}")
+        self.gate.check_catalog(caller, source, f"dataset {dataset_id}")
         started = time.monotonic()
         shaped = self._shape(source, spec)
         dataset.spec, dataset.updated, dataset.columns = spec, _now(), shaped.columns
@@ -358,15 +240,15 @@ class BiService:
         return _with_arn(dataset, "dataset")
 
     def get_dataset(self, principal: str, dataset_id: str) -> Dataset:
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         return _with_arn(
-            self._get(caller, "dataset", dataset_id, "DescribeDataSet", self.store.dataset),
+            self.gate.get(caller, "dataset", dataset_id, "DescribeDataSet", self.store.dataset),
             "dataset",
         )
 
     def delete_dataset(self, principal: str, dataset_id: str) -> None:
-        caller = self.caller(principal)
-        self._get(caller, "dataset", dataset_id, "DeleteDataSet", self.store.dataset)
+        caller = self.gate.caller(principal)
+        self.gate.get(caller, "dataset", dataset_id, "DeleteDataSet", self.store.dataset)
         users = [a.id for a in self.store.analyses() if a.spec.dataset_id == dataset_id]
         users += [d.id for d in self.store.dashboards() if d.definition.dataset_id == dataset_id]
         if users:
@@ -380,13 +262,13 @@ class BiService:
         self, principal: str, dataset: str | DatasetSpec | dict[str, Any], limit: int = 100
     ) -> Preview:
         """The first rows of a saved dataset (an id) or of a definition not saved yet."""
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         if not 1 <= limit <= 10_000:
             raise InvalidRequest("limit must be between 1 and 10000")
         if isinstance(dataset, str):
-            saved = self._get(caller, "dataset", dataset, "QueryDataSet", self.store.dataset)
+            saved = self.gate.get(caller, "dataset", dataset, "QueryDataSet", self.store.dataset)
             source = self._usable_source(caller, saved.spec.data_source_id)
-            self._check_catalog(caller, source, f"dataset {saved.id}")
+            self.gate.check_catalog(caller, source, f"dataset {saved.id}")
             table, columns, origin = self._rows(saved, source, "auto")
             extract = self.store.extract(saved.id)
             issues = extract.issues if extract and origin == "extract" else []
@@ -398,7 +280,7 @@ class BiService:
                 else parse(DatasetSpec, dataset, "dataset")
             )
             source = self._usable_source(caller, spec.data_source_id)
-            self._check_catalog(caller, source, "the dataset")
+            self.gate.check_catalog(caller, source, "the dataset")
             shaped, origin = self._shape(source, spec), "live"
         head = shaped.table.slice(0, limit).to_pylist()
         return Preview(
@@ -412,21 +294,23 @@ class BiService:
     # -- extracts -----------------------------------------------------------
 
     def get_extract(self, principal: str, dataset_id: str) -> Extract:
-        caller = self.caller(principal)
-        self._get(caller, "dataset", dataset_id, "DescribeDataSet", self.store.dataset)
+        caller = self.gate.caller(principal)
+        self.gate.get(caller, "dataset", dataset_id, "DescribeDataSet", self.store.dataset)
         return self.store.extract(dataset_id) or Extract(dataset_id)
 
     def refresh_extract(self, principal: str, dataset_id: str) -> Extract:
         """Import the dataset into its extract now (QuickSight's CreateIngestion)."""
-        caller = self.caller(principal)
-        dataset = self._get(caller, "dataset", dataset_id, "CreateIngestion", self.store.dataset)
+        caller = self.gate.caller(principal)
+        dataset = self.gate.get(
+            caller, "dataset", dataset_id, "CreateIngestion", self.store.dataset
+        )
         if dataset.spec.import_mode != "SPICE":
             raise InvalidRequest(
                 f"dataset {dataset_id} queries live (import_mode DIRECT_QUERY); "
                 "set import_mode to SPICE to keep an extract"
             )
         source = self._usable_source(caller, dataset.spec.data_source_id)
-        self._check_catalog(caller, source, f"dataset {dataset_id}")
+        self.gate.check_catalog(caller, source, f"dataset {dataset_id}")
         return self._refresh(dataset, source)
 
     def run_due_refreshes(self, now: datetime | None = None) -> list[str]:
@@ -490,48 +374,9 @@ class BiService:
 
     # -- rows ---------------------------------------------------------------
 
-    @contextmanager
-    def _as_role(self) -> Iterator[None]:
-        token = current_principal.set(self.role)
-        try:
-            yield
-        finally:
-            current_principal.reset(token)
-
-    def _run_sql(self, source: DataSource, sql: str, database: str = "default") -> pa.Table:
-        """Run a query through the SQL service as the BI role; its rows as Arrow."""
-        with self._as_role():
-            try:
-                execution_id = self.queries.start_query_execution(
-                    sql,
-                    catalog=source.catalog,
-                    database=database,
-                    workgroup=source.workgroup,
-                    principal=self.role,
-                )
-            except AccessDenied as exc:
-                raise AccessDenied(
-                    f"the BI service role {BI_ROLE} lacks a permission: {exc.message}"
-                ) from None
-            delay = 0.005
-            execution = self.queries.get_query_execution(execution_id)
-            while not execution.state.done:
-                time.sleep(delay)
-                delay = min(delay * 2, POLL_LIMIT)
-                execution = self.queries.get_query_execution(execution_id)
-            if execution.state != QueryState.SUCCEEDED:
-                reason = execution.state_change_reason or execution.state.value
-                if "not authorized" in reason:
-                    raise AccessDenied(
-                        f"the BI service role {BI_ROLE} lacks a permission: {reason}"
-                    )
-                raise InvalidRequest(f"the query failed: {reason}")
-            page = self.queries.get_query_results(execution_id, max_results=1)
-            return read_result(self.storage, self.settings, execution.output_location, page.columns)
-
     def _shape(self, source: DataSource, spec: DatasetSpec) -> Shaped:
         sql = spec.sql if spec.sql is not None else f"SELECT * FROM {spec.table}"
-        return apply_fields(self._run_sql(source, sql, spec.database), spec.fields)
+        return apply_fields(self.role_queries.run(source, sql, spec.database), spec.fields)
 
     def _rows(
         self, dataset: Dataset, source: DataSource, mode: Mode
@@ -555,11 +400,11 @@ class BiService:
         filters: Sequence[Filter | dict[str, Any]] = (), mode: Mode = "auto",
     ) -> Series:  # fmt: skip
         """The data of a visual not saved anywhere yet (while building an analysis)."""
-        caller = self.caller(principal)
-        dataset = self._get(caller, "dataset", dataset_id, "QueryDataSet", self.store.dataset)
+        caller = self.gate.caller(principal)
+        dataset = self.gate.get(caller, "dataset", dataset_id, "QueryDataSet", self.store.dataset)
         visual = visual if isinstance(visual, Visual) else parse(Visual, visual, "visual")
         source = self._usable_source(caller, dataset.spec.data_source_id)
-        self._check_catalog(caller, source, f"dataset {dataset_id}")
+        self.gate.check_catalog(caller, source, f"dataset {dataset_id}")
         return self._series(dataset, source, visual, _filters(filters), mode)
 
     def _series(
@@ -576,19 +421,19 @@ class BiService:
     # -- analyses -----------------------------------------------------------
 
     def list_analyses(self, principal: str) -> list[Analysis]:
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         return [
             _with_arn(a, "analysis") for a in self.store.analyses()
-            if self._visible(caller, "analysis", a.id, a.owner)
+            if self.gate.visible(caller, "analysis", a.id, a.owner)
         ]  # fmt: skip
 
     def create_analysis(
         self, principal: str, analysis_id: str, spec: AnalysisSpec | dict[str, Any]
     ) -> Analysis:
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         _check_id("analysis id", analysis_id)
         spec = spec if isinstance(spec, AnalysisSpec) else parse(AnalysisSpec, spec, "analysis")
-        self._create(caller, "analysis", analysis_id)
+        self.gate.create(caller, "analysis", analysis_id)
         self._check_spec(caller, spec)
         now = _now()
         analysis = Analysis(analysis_id, spec, caller.name, now, now)
@@ -598,8 +443,10 @@ class BiService:
     def update_analysis(
         self, principal: str, analysis_id: str, spec: AnalysisSpec | dict[str, Any]
     ) -> Analysis:
-        caller = self.caller(principal)
-        analysis = self._get(caller, "analysis", analysis_id, "UpdateAnalysis", self.store.analysis)
+        caller = self.gate.caller(principal)
+        analysis = self.gate.get(
+            caller, "analysis", analysis_id, "UpdateAnalysis", self.store.analysis
+        )
         spec = spec if isinstance(spec, AnalysisSpec) else parse(AnalysisSpec, spec, "analysis")
         self._check_spec(caller, spec)
         analysis.spec, analysis.updated = spec, _now()
@@ -608,30 +455,34 @@ class BiService:
 
     def _check_spec(self, caller: Caller, spec: AnalysisSpec) -> None:
         """The dataset may be used by the caller, and every visual's fields exist in it."""
-        dataset = self._get(caller, "dataset", spec.dataset_id, "PassDataSet", self.store.dataset)
+        dataset = self.gate.get(
+            caller, "dataset", spec.dataset_id, "PassDataSet", self.store.dataset
+        )
         empty = pa.table({c.name: pa.array([], _arrow_type(c.type)) for c in dataset.columns})
         for sheet in spec.sheets:
             for visual in sheet.visuals:
                 compute_series(empty, dataset.columns, visual, sheet.filters, "extract")
 
     def get_analysis(self, principal: str, analysis_id: str) -> Analysis:
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         return _with_arn(
-            self._get(caller, "analysis", analysis_id, "DescribeAnalysis", self.store.analysis),
+            self.gate.get(caller, "analysis", analysis_id, "DescribeAnalysis", self.store.analysis),
             "analysis",
         )
 
     def delete_analysis(self, principal: str, analysis_id: str) -> None:
-        caller = self.caller(principal)
-        self._get(caller, "analysis", analysis_id, "DeleteAnalysis", self.store.analysis)
+        caller = self.gate.caller(principal)
+        self.gate.get(caller, "analysis", analysis_id, "DeleteAnalysis", self.store.analysis)
         self.store.delete("analysis", analysis_id)
 
     def analysis_series(
         self, principal: str, analysis_id: str, visual_id: str,
         filters: Sequence[Filter | dict[str, Any]] = (), mode: Mode = "auto",
     ) -> Series:  # fmt: skip
-        caller = self.caller(principal)
-        analysis = self._get(caller, "analysis", analysis_id, "QueryAnalysis", self.store.analysis)
+        caller = self.gate.caller(principal)
+        analysis = self.gate.get(
+            caller, "analysis", analysis_id, "QueryAnalysis", self.store.analysis
+        )
         return self._definition_series(caller, analysis.spec, visual_id, filters, mode,
                                        f"analysis {analysis_id}", data_check=True)  # fmt: skip
 
@@ -640,18 +491,18 @@ class BiService:
         name: str | None = None,
     ) -> Dashboard:  # fmt: skip
         """Publish the analysis as a dashboard (a new one, or a new version of ``dashboard_id``)."""
-        caller = self.caller(principal)
-        analysis = self._get(
+        caller = self.gate.caller(principal)
+        analysis = self.gate.get(
             caller, "analysis", analysis_id, "DescribeAnalysis", self.store.analysis
         )
         dashboard_id = dashboard_id or analysis_id
         _check_id("dashboard id", dashboard_id)
         existing = self.store.dashboard(dashboard_id)
         if existing is None:
-            self._create(caller, "dashboard", dashboard_id)
+            self.gate.create(caller, "dashboard", dashboard_id)
             version, owner = 1, caller.name
         else:
-            self._check(caller, "dashboard", dashboard_id, existing.owner, "CreateDashboard")
+            self.gate.check(caller, "dashboard", dashboard_id, existing.owner, "CreateDashboard")
             version, owner = existing.version + 1, existing.owner
         dashboard = Dashboard(
             dashboard_id, (name or analysis.spec.name).strip()[:128] or dashboard_id,
@@ -663,22 +514,22 @@ class BiService:
     # -- dashboards ---------------------------------------------------------
 
     def list_dashboards(self, principal: str) -> list[Dashboard]:
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         return [
             _with_arn(d, "dashboard") for d in self.store.dashboards()
-            if self._visible(caller, "dashboard", d.id, d.owner)
+            if self.gate.visible(caller, "dashboard", d.id, d.owner)
         ]  # fmt: skip
 
     def get_dashboard(self, principal: str, dashboard_id: str) -> Dashboard:
         """The dashboard's definition (its data comes from ``dashboard_series``)."""
-        caller = self.caller(principal)
-        dashboard = self._get(caller, "dashboard", dashboard_id, "DescribeDashboard",
+        caller = self.gate.caller(principal)
+        dashboard = self.gate.get(caller, "dashboard", dashboard_id, "DescribeDashboard",
                               self.store.dashboard)  # fmt: skip
         return _with_arn(dashboard, "dashboard")
 
     def delete_dashboard(self, principal: str, dashboard_id: str) -> None:
-        caller = self.caller(principal)
-        self._get(caller, "dashboard", dashboard_id, "DeleteDashboard", self.store.dashboard)
+        caller = self.gate.caller(principal)
+        self.gate.get(caller, "dashboard", dashboard_id, "DeleteDashboard", self.store.dashboard)
         self.store.delete("dashboard", dashboard_id)
 
     def dashboard_series(
@@ -686,8 +537,8 @@ class BiService:
         filters: Sequence[Filter | dict[str, Any]] = (), mode: Mode = "auto",
     ) -> Series:  # fmt: skip
         """One visual's data; ``filters`` (the viewer's controls) replace saved ones on a field."""
-        caller = self.caller(principal)
-        dashboard = self._get(caller, "dashboard", dashboard_id, "QueryDashboard",
+        caller = self.gate.caller(principal)
+        dashboard = self.gate.get(caller, "dashboard", dashboard_id, "QueryDashboard",
                               self.store.dashboard)  # fmt: skip
         return self._definition_series(
             caller, dashboard.definition, visual_id, filters, mode,
@@ -712,7 +563,7 @@ class BiService:
         if dataset is None or source is None:
             raise ResourceNotFound(f"{what}: its dataset {spec.dataset_id} is gone")
         if data_check:
-            self._check_catalog(caller, source, what)
+            self.gate.check_catalog(caller, source, what)
         merged = merge_filters(sheet.filters, visual.filters, _filters(filters))
         # The viewer's filters win over the visual's own, so they go last.
         return self._series(
@@ -725,7 +576,7 @@ class BiService:
         self, principal: str, kind: Kind, resource_id: str
     ) -> tuple[str, list[Share]]:
         """The object's owner (a user name, or root) and who it is shared with."""
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         owner = self._load_any(caller, kind, resource_id, "Describe")
         return owner, self.store.shares(kind, resource_id)
 
@@ -733,7 +584,7 @@ class BiService:
         self, principal: str, kind: Kind, resource_id: str, shares: Sequence[Share | dict[str, Any]]
     ) -> tuple[str, list[Share]]:
         """Replace who the object is shared with (its owner keeps it regardless)."""
-        caller = self.caller(principal)
+        caller = self.gate.caller(principal)
         self._load_any(caller, kind, resource_id, "Update", suffix="Permissions")
         parsed = [s if isinstance(s, Share) else parse(Share, s, f"shares[{i}]")
                   for i, s in enumerate(shares)]  # fmt: skip
@@ -756,14 +607,9 @@ class BiService:
         }  # fmt: skip
         if kind not in loaders:
             raise InvalidRequest(f"kind must be one of {', '.join(loaders)}, not {kind!r}")
-        action = f"{verb}{_describe_noun(kind)}{suffix}"
-        found = self._get(caller, kind, resource_id, action, loaders[kind])
+        action = f"{verb}{NOUNS[kind]}{suffix}"
+        found = self.gate.get(caller, kind, resource_id, action, loaders[kind])
         return str(found.owner)
-
-
-def _describe_noun(kind: str) -> str:
-    return {"datasource": "DataSource", "dataset": "DataSet", "analysis": "Analysis",
-            "dashboard": "Dashboard"}[kind]  # fmt: skip
 
 
 def _check_id(what: str, value: str) -> None:

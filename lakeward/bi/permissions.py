@@ -1,0 +1,138 @@
+"""Who may do what to a BI object: owners, shares, and the caller's own policies.
+
+A BI object is reachable by its owner (every action), by whoever it is shared
+with (``Share``: viewers get the ``Describe``/``Pass``/``Query`` actions,
+owners all of them), and by principals whose policies allow the action on its
+ARN. A share acts like a resource-based policy in AWS: it allows unless the
+caller's policies deny explicitly. Every decision goes through
+``AccessControl.authorize`` and is audited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from lakeward.access import catalog_arn, quicksight_arn
+from lakeward.access.control import AccessControl, Identity
+from lakeward.bi.model import DataSource, Kind
+from lakeward.bi.store import BiStore
+from lakeward.errors import AccessDenied, InvalidRequest, ResourceNotFound
+
+# The quicksight:* actions the service asks for, per kind of object.
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "datasource": ("CreateDataSource", "DescribeDataSource", "PassDataSource",
+                   "UpdateDataSource", "DeleteDataSource", "UpdateDataSourcePermissions"),
+    "dataset": ("CreateDataSet", "DescribeDataSet", "PassDataSet", "QueryDataSet",
+                "UpdateDataSet", "DeleteDataSet", "CreateIngestion",
+                "UpdateDataSetPermissions"),
+    "analysis": ("CreateAnalysis", "DescribeAnalysis", "QueryAnalysis", "UpdateAnalysis",
+                 "DeleteAnalysis", "UpdateAnalysisPermissions"),
+    "dashboard": ("CreateDashboard", "DescribeDashboard", "QueryDashboard",
+                  "DeleteDashboard", "UpdateDashboardPermissions"),
+}  # fmt: skip
+VIEWER_VERBS = ("Describe", "Pass", "Query")
+NOUNS = {"datasource": "DataSource", "dataset": "DataSet", "analysis": "Analysis",
+         "dashboard": "Dashboard"}  # fmt: skip
+NAMES = {"datasource": "data source", "dataset": "dataset", "analysis": "analysis",
+         "dashboard": "dashboard"}  # fmt: skip
+
+
+class Owned(Protocol):
+    id: str
+    owner: str
+
+
+OwnedT = TypeVar("OwnedT", bound=Owned)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling, resolved once per call: the identity and the user's groups."""
+
+    principal: str
+    identity: Identity
+    groups: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.identity.name
+
+
+class Gate:
+    """The checks ``BiService`` makes before acting on an object."""
+
+    def __init__(self, access: AccessControl, store: BiStore) -> None:
+        self.access = access
+        self.store = store
+
+    def caller(self, principal: str) -> Caller:
+        identity = self.access.identify(principal)
+        groups: tuple[str, ...] = ()
+        if not identity.is_root and not identity.is_role:
+            groups = tuple(self.access.principals.groups_of(identity.name))
+        return Caller(principal, identity, groups)
+
+    def role_of(self, caller: Caller, kind: Kind, resource_id: str, owner: str) -> str | None:
+        """The caller's share on an object: ``owner``, ``viewer`` or None."""
+        if owner == caller.name:
+            return "owner"
+        mine = {f"user/{caller.name}", *(f"group/{g}" for g in caller.groups)}
+        roles = {s.role for s in self.store.shares(kind, resource_id) if s.principal in mine}
+        return "owner" if "owner" in roles else "viewer" if roles else None
+
+    def check(self, caller: Caller, kind: Kind, resource_id: str, owner: str, action: str) -> None:
+        role = self.role_of(caller, kind, resource_id, owner)
+        shared = role == "owner" or (role == "viewer" and action.startswith(VIEWER_VERBS))
+        self.access.authorize(
+            f"quicksight:{action}",
+            quicksight_arn(kind, resource_id),
+            principal=caller.principal,
+            shared=shared,
+        )
+
+    def visible(self, caller: Caller, kind: Kind, resource_id: str, owner: str) -> bool:
+        """Whether a list shows the object (asked without an audit record per row)."""
+        action = f"quicksight:Describe{NOUNS[kind]}"
+        decision = self.access.decide(caller.identity, action, quicksight_arn(kind, resource_id))
+        if decision.decision == "explicitDeny":
+            return False
+        return decision.allowed or self.role_of(caller, kind, resource_id, owner) is not None
+
+    def get(
+        self, caller: Caller, kind: Kind, resource_id: str, action: str,
+        load: Callable[[str], OwnedT | None],
+    ) -> OwnedT:  # fmt: skip
+        """The object, if the caller may do ``action`` to it."""
+        found = load(resource_id)
+        if found is None:
+            # Only a caller whose own policies allow the action learns that nothing is
+            # there; anyone else is refused exactly as for an object they may not see.
+            self.access.authorize(
+                f"quicksight:{action}", quicksight_arn(kind, resource_id),
+                principal=caller.principal,
+            )  # fmt: skip
+            raise ResourceNotFound(f"{NAMES[kind]} {resource_id} does not exist")
+        self.check(caller, kind, resource_id, found.owner, action)
+        return found
+
+    def create(self, caller: Caller, kind: Kind, resource_id: str) -> None:
+        self.access.authorize(
+            f"quicksight:Create{NOUNS[kind]}",
+            quicksight_arn(kind, resource_id),
+            principal=caller.principal,
+        )
+        if self.store.exists(kind, resource_id):
+            raise InvalidRequest(f"a {NAMES[kind]} with id {resource_id} exists already")
+
+    def check_catalog(self, caller: Caller, source: DataSource, what: str) -> None:
+        """The caller's own right to the data: ``lakeward:UseCatalog`` on the catalog."""
+        arn = catalog_arn(source.catalog)
+        try:
+            self.access.authorize("lakeward:UseCatalog", arn, principal=caller.principal)
+        except AccessDenied:
+            raise AccessDenied(
+                f"{what} reads the catalog {source.catalog}, which you may not use "
+                f"(lakeward:UseCatalog on {arn}); ask an administrator for access"
+            ) from None
