@@ -19,6 +19,7 @@ from rich.table import Table
 
 from lakeward.cli.iam import access_for
 from lakeward.databases import CLASSES, DEFAULT_CLASS, ENGINES, InstanceInfo, Instances
+from lakeward.databases.instances import parse_endpoint
 from lakeward.errors import InvalidRequest
 
 db_app = typer.Typer(
@@ -108,6 +109,10 @@ def create(
     """Create a local database server instance, or register an existing server (--endpoint)."""
     if endpoint is None and master_password is not None:
         raise InvalidRequest("--master-password is for --endpoint; a new instance's is generated")
+    if endpoint is not None:
+        parse_endpoint(endpoint)  # a bad one is reported before any prompt
+        if not master_username:
+            raise InvalidRequest(f"--endpoint {endpoint} needs --master-username")
     if endpoint is not None and master_password is None:
         if not sys.stdin.isatty():
             raise InvalidRequest(
