@@ -287,11 +287,21 @@ class Stack:
         result.append(ComponentStatus("server", state, f"{self.server_url()} pid {pid}"))
         return result
 
+    def stop_metastore(self) -> dict[str, bool]:
+        """Stop every node, also those left over from a larger ``metastore.nodes``."""
+        nodes = self.metastore_nodes()
+        if nodes:
+            run_dir = nodes[0].process.run_dir
+            suffixes = [p.stem.rpartition("-")[2] for p in run_dir.glob("metastore-*.pid")]
+            counts = [int(s) for s in suffixes if s.isdigit()]
+            extra = range(len(nodes) + 1, max(counts, default=0) + 1)
+            nodes += [MetastoreNode(self.settings, index=i) for i in extra]
+        return {node.process.name: node.stop() for node in nodes}
+
     def down(self, retain_data: bool = False) -> None:
         """Stop every process; unless ``retain_data``, delete the stack's data too."""
         self.server_process.stop()
-        for node in self.metastore_nodes():
-            node.stop()
+        self.stop_metastore()
         if retain_data:
             return
         if self.settings.lake_root.startswith("s3://"):

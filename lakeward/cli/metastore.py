@@ -56,9 +56,8 @@ def stop(data_dir: DataDir = None) -> None:
     """Stop the metastore nodes."""
     from lakeward.stack import Stack
 
-    for node in Stack(_settings(data_dir)).metastore_nodes():
-        stopped = node.stop()
-        out.print(f"{node.process.name}: {'stopped' if stopped else 'was not running'}")
+    for name, stopped in Stack(_settings(data_dir)).stop_metastore().items():
+        out.print(f"{name}: {'stopped' if stopped else 'was not running'}")
 
 
 @metastore_app.command("status")
