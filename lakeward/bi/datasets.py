@@ -17,7 +17,16 @@ import duckdb
 import pyarrow as pa
 
 from lakeward.bi.expressions import compile_expression
-from lakeward.bi.model import Column, Computed, ConversionIssue, Convert, FieldOp, Geo, Rename
+from lakeward.bi.model import (
+    Column,
+    Computed,
+    ConversionIssue,
+    Convert,
+    DatasetSpec,
+    FieldOp,
+    Geo,
+    Rename,
+)
 from lakeward.errors import InvalidRequest
 
 EXAMPLES = 5
@@ -38,6 +47,11 @@ class Shaped:
     table: pa.Table
     columns: list[Column]
     issues: list[ConversionIssue]
+
+
+def source_sql(spec: DatasetSpec) -> str:
+    """The query a dataset's rows come from: its custom SQL, or all of its table."""
+    return spec.sql if spec.sql is not None else f"SELECT * FROM {spec.table}"
 
 
 def strptime_format(pattern: str, where: str) -> str:

@@ -16,9 +16,12 @@ from typing import Protocol, TypeVar
 
 from lakeward.access import catalog_arn, quicksight_arn
 from lakeward.access.control import AccessControl, Identity
-from lakeward.bi.model import DataSource, Kind
+from lakeward.bi.datasets import source_sql
+from lakeward.bi.model import DatasetSpec, DataSource, Kind
 from lakeward.bi.store import BiStore
 from lakeward.errors import AccessDenied, InvalidRequest, ResourceNotFound
+from lakeward.query.service import QueryService
+from lakeward.query.sql import parse_statement
 
 # The quicksight:* actions the service asks for, per kind of object.
 ACTIONS: dict[str, tuple[str, ...]] = {
@@ -63,9 +66,10 @@ class Caller:
 class Gate:
     """The checks ``BiService`` makes before acting on an object."""
 
-    def __init__(self, access: AccessControl, store: BiStore) -> None:
+    def __init__(self, access: AccessControl, store: BiStore, queries: QueryService) -> None:
         self.access = access
         self.store = store
+        self.queries = queries
 
     def caller(self, principal: str) -> Caller:
         identity = self.access.identify(principal)
@@ -136,3 +140,35 @@ class Gate:
                 f"{what} reads the catalog {source.catalog}, which you may not use "
                 f"(lakeward:UseCatalog on {arn}); ask an administrator for access"
             ) from None
+
+    def check_data(self, caller: Caller, source: DataSource, spec: DatasetSpec, what: str) -> None:
+        """The caller's own right to what a dataset reads, as if they ran its SQL themself.
+
+        The query runs as the BI role; without this check, anyone who may use a
+        data source could read through the role what their own policies deny
+        them: ``lakeward:UseCatalog`` on every catalog and ``s3:GetObject`` on
+        the data of every table the SQL reads.
+        """
+        self.check_catalog(caller, source, what)
+        statement = parse_statement(
+            source_sql(spec),
+            default_catalog=source.catalog,
+            default_database=spec.database,
+            catalogs=self.queries.catalogs.names(),
+        )
+        for ref in statement.tables:
+            if ref.catalog != source.catalog:
+                other = DataSource("", "", ref.catalog, "", "", source.created)
+                self.check_catalog(caller, other, what)
+            location = self.queries.catalogs.connector(ref.catalog).table(ref.database, ref.table)
+            # The SQL service's own mapping of a lake location to its ARN.
+            arn = self.queries._lake_arn(location.location.rstrip("/") + "/*")  # noqa: SLF001
+            if arn is None:
+                continue
+            try:
+                self.access.authorize("s3:GetObject", arn, principal=caller.principal)
+            except AccessDenied:
+                raise AccessDenied(
+                    f"{what} reads the table {ref}, whose data you may not read "
+                    f"(s3:GetObject on {arn}); ask an administrator for access"
+                ) from None

@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from lakeward.access import quicksight_arn
 from lakeward.access.control import AccessControl
-from lakeward.bi.datasets import Shaped, apply_fields
+from lakeward.bi.datasets import Shaped, apply_fields, source_sql
 from lakeward.bi.extracts import ExtractFiles
 from lakeward.bi.live import RoleQueries
 from lakeward.bi.model import (
@@ -102,7 +102,7 @@ class BiService:
         self.storage = storage or load_storage(settings)
         self.store = BiStore(settings.bi.database_url or settings.data_dir / "bi" / "bi.db")
         self.files = ExtractFiles(self.storage, settings.lake.data_bucket)
-        self.gate = Gate(access, self.store)
+        self.gate = Gate(access, self.store, queries)
         self.role_queries = RoleQueries(settings, queries, self.storage)
         self._refreshing: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
@@ -213,7 +213,7 @@ class BiService:
         spec = spec if isinstance(spec, DatasetSpec) else parse(DatasetSpec, spec, "dataset")
         self.gate.create(caller, "dataset", dataset_id)
         source = self._usable_source(caller, spec.data_source_id)
-        self.gate.check_catalog(caller, source, f"dataset {dataset_id}")
+        self.gate.check_data(caller, source, spec, f"dataset {dataset_id}")
         shaped = self._shape(source, spec)
         now = _now()
         dataset = Dataset(dataset_id, spec, caller.name, now, now, shaped.columns)
@@ -230,7 +230,7 @@ class BiService:
         dataset = self.gate.get(caller, "dataset", dataset_id, "UpdateDataSet", self.store.dataset)
         spec = spec if isinstance(spec, DatasetSpec) else parse(DatasetSpec, spec, "dataset")
         source = self._usable_source(caller, spec.data_source_id)
-        self.gate.check_catalog(caller, source, f"dataset {dataset_id}")
+        self.gate.check_data(caller, source, spec, f"dataset {dataset_id}")
         started = time.monotonic()
         shaped = self._shape(source, spec)
         dataset.spec, dataset.updated, dataset.columns = spec, _now(), shaped.columns
@@ -268,7 +268,7 @@ class BiService:
         if isinstance(dataset, str):
             saved = self.gate.get(caller, "dataset", dataset, "QueryDataSet", self.store.dataset)
             source = self._usable_source(caller, saved.spec.data_source_id)
-            self.gate.check_catalog(caller, source, f"dataset {saved.id}")
+            self.gate.check_data(caller, source, saved.spec, f"dataset {saved.id}")
             table, columns, origin = self._rows(saved, source, "auto")
             extract = self.store.extract(saved.id)
             issues = extract.issues if extract and origin == "extract" else []
@@ -280,7 +280,7 @@ class BiService:
                 else parse(DatasetSpec, dataset, "dataset")
             )
             source = self._usable_source(caller, spec.data_source_id)
-            self.gate.check_catalog(caller, source, "the dataset")
+            self.gate.check_data(caller, source, spec, "the dataset")
             shaped, origin = self._shape(source, spec), "live"
         head = shaped.table.slice(0, limit).to_pylist()
         return Preview(
@@ -310,7 +310,7 @@ class BiService:
                 "set import_mode to SPICE to keep an extract"
             )
         source = self._usable_source(caller, dataset.spec.data_source_id)
-        self.gate.check_catalog(caller, source, f"dataset {dataset_id}")
+        self.gate.check_data(caller, source, dataset.spec, f"dataset {dataset_id}")
         return self._refresh(dataset, source)
 
     def run_due_refreshes(self, now: datetime | None = None) -> list[str]:
@@ -375,8 +375,8 @@ class BiService:
     # -- rows ---------------------------------------------------------------
 
     def _shape(self, source: DataSource, spec: DatasetSpec) -> Shaped:
-        sql = spec.sql if spec.sql is not None else f"SELECT * FROM {spec.table}"
-        return apply_fields(self.role_queries.run(source, sql, spec.database), spec.fields)
+        rows = self.role_queries.run(source, source_sql(spec), spec.database)
+        return apply_fields(rows, spec.fields)
 
     def _rows(
         self, dataset: Dataset, source: DataSource, mode: Mode
@@ -404,7 +404,7 @@ class BiService:
         dataset = self.gate.get(caller, "dataset", dataset_id, "QueryDataSet", self.store.dataset)
         visual = visual if isinstance(visual, Visual) else parse(Visual, visual, "visual")
         source = self._usable_source(caller, dataset.spec.data_source_id)
-        self.gate.check_catalog(caller, source, f"dataset {dataset_id}")
+        self.gate.check_data(caller, source, dataset.spec, f"dataset {dataset_id}")
         return self._series(dataset, source, visual, _filters(filters), mode)
 
     def _series(
@@ -563,7 +563,7 @@ class BiService:
         if dataset is None or source is None:
             raise ResourceNotFound(f"{what}: its dataset {spec.dataset_id} is gone")
         if data_check:
-            self.gate.check_catalog(caller, source, what)
+            self.gate.check_data(caller, source, dataset.spec, what)
         merged = merge_filters(sheet.filters, visual.filters, _filters(filters))
         # The viewer's filters win over the visual's own, so they go last.
         return self._series(

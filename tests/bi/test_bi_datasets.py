@@ -210,3 +210,27 @@ def test_a_dashboard_built_over_the_api(
     # A viewer cannot pass the share on, nor change the dashboard.
     assert sales.put("/dashboards/de-day/permissions", json={"shares": []}).status_code == 403
     assert sales.delete("/dashboards/de-day").status_code == 403
+
+
+def test_the_role_reads_nothing_for_a_user_that_the_user_may_not_read(bi: BiService) -> None:
+    """A user who may use the catalog but not read a table's data cannot read it through
+    the BI role either: the dataset's SQL is checked against the user's own policies."""
+    principals = bi.access.principals
+    principals.create_user("bi_catalog_only")
+    try:
+        principals.put_user_policy("bi_catalog_only", "CatalogOnly", {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "lakeward:UseCatalog",
+                           "Resource": "arn:lakeward:athena:::datacatalog/demo_hive_metastore"}],
+        })  # fmt: skip
+        shares = [{"principal": "group/DataEngineerGroup"}, {"principal": "user/bi_catalog_only"}]
+        bi.set_permissions("root", "datasource", "demo_hive_metastore", shares)
+        with pytest.raises(AccessDenied) as refused:
+            bi.preview_dataset("bi_catalog_only", spec("SELECT country FROM covid_cases LIMIT 1"))
+        message = str(refused.value)
+        assert "reads the table demo_hive_metastore.default.covid_cases" in message
+        assert "s3:GetObject" in message
+    finally:
+        bi.set_permissions("root", "datasource", "demo_hive_metastore",
+                           [{"principal": "group/DataEngineerGroup"}])  # fmt: skip
+        principals.delete_user("bi_catalog_only")
