@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,8 @@ def build_session(settings: Settings, app_name: str, hive: bool = True) -> Spark
         if settings.spark.master.startswith("local"):
             # A local driver has no business on the network.
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            # Python UDFs run in workers that import lakeward: this interpreter has it.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
