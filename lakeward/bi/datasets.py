@@ -225,7 +225,9 @@ def _conversion(field_sql: str, operation: Convert, where: str) -> str:
     if operation.format:
         raise InvalidRequest(f"{where}: a format only applies to date and timestamp conversions")
     if operation.to == "integer":
-        return f"TRY_CAST(trim({text}) AS BIGINT)"
+        # TRY_CAST would round 4.5 to 5: a number with a fraction is not an integer.
+        whole = f"regexp_full_match(trim({text}), '[+-]?[0-9]+(\\.0*)?')"
+        return f"CASE WHEN {whole} THEN TRY_CAST(CAST(trim({text}) AS DOUBLE) AS BIGINT) END"
     if operation.to == "decimal":
         return f"TRY_CAST(trim({text}) AS DOUBLE)"
     return text

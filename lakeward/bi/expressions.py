@@ -36,14 +36,15 @@ def compile_expression(text: str, fields: Iterable[str], name: str) -> str:
     """The DuckDB SQL of a computed field's expression; ``InvalidRequest`` naming ``name``."""
     known = {f.lower(): f for f in fields}
     try:
-        tree = sqlglot.parse_one(text, read="duckdb")
+        trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
     except ParseError as exc:
         detail = exc.errors[0]["description"] if exc.errors else str(exc)
         raise InvalidRequest(
             f"computed field {name}: the expression does not parse: {detail}"
         ) from None
-    if tree is None:
-        raise InvalidRequest(f"computed field {name}: the expression is empty")
+    if len(trees) != 1:
+        raise InvalidRequest(f"computed field {name}: give one expression (found {len(trees)})")
+    tree = trees[0]
     for node in tree.walk():
         if not isinstance(node, _ALLOWED):
             what = node.key.upper() if not isinstance(node, exp.Func) else node.sql_name()

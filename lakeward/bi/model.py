@@ -13,10 +13,17 @@ without quoting games.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from lakeward.errors import InvalidRequest
 
@@ -115,6 +122,14 @@ class TimeRange(_Spec):
     field: FieldName
     start: datetime | None = None
     end: datetime | None = None
+
+    @field_validator("start", "end")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        # Dataset dates carry no zone: a bound with one is taken in UTC.
+        if value is not None and value.tzinfo is not None:
+            return value.astimezone(UTC).replace(tzinfo=None)
+        return value
 
     @model_validator(mode="after")
     def _ordered(self) -> TimeRange:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -68,20 +68,15 @@ def _where(fields: _Fields, filters: list[Filter]) -> tuple[str, list[Any]]:
                 )
             if item.start is not None:
                 clauses.append(f"CAST({name} AS TIMESTAMP) >= ?")
-                params.append(_naive(item.start))
+                params.append(item.start)
             if item.end is not None:
                 clauses.append(f"CAST({name} AS TIMESTAMP) < ?")
-                params.append(_naive(item.end))
+                params.append(item.end)
         elif isinstance(item, Category):
             marks = ", ".join("?" for _ in item.values)
             clauses.append(f"CAST({name} AS VARCHAR) IN ({marks})")
             params.extend(str(v) for v in item.values)
     return " AND ".join(clauses), params
-
-
-def _naive(value: datetime) -> datetime:
-    # Dataset dates carry no zone; a zoned bound is compared in UTC.
-    return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
 
 
 def _aggregate(aggregation: str, column: Column) -> str:
