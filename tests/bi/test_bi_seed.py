@@ -148,3 +148,24 @@ def test_validation_names_the_permission_the_role_lacks(stack: Settings, bi: BiS
             lakeward("iam", "attach-role-policy", "--role", "bi-service-role", "--policy",
                      policy, data_dir=stack.data_dir, check=False)  # fmt: skip
     assert bi.validate_data_source("root", "demo_hive_metastore").status == "VALID"
+
+
+def test_bad_requests_are_answered_in_the_one_error_shape(api: Callable[..., httpx.Client]) -> None:
+    de = api("de_user")
+    path = "/dashboards/covid-19-cases/visuals/map/series"
+    cases = [
+        ({"mode": "fast"}, 400, "mode: auto, extract or live, not 'fast'"),
+        ({"filters": "[{"}, 400, "filters: not valid JSON"),
+        ({"filters": '[{"type": "time_range", "field": "date", "start": "yesterday"}]'}, 400,
+         "filters[0].time_range.start: Input should be a valid datetime"),
+        ({"filters": '[{"type": "category", "field": "date\\" OR 1=1 --", "values": ["x"]}]'},
+         400, "filters[0].category.field: String should match pattern"),
+    ]  # fmt: skip
+    for params, status, message in cases:
+        response = de.get(path, params=params)
+        assert response.status_code == status, (params, response.text)
+        assert response.json()["error"]["type"] == "InvalidRequest"
+        assert message in response.json()["error"]["message"]
+    missing = de.get("/dashboards/covid-19-cases/visuals/pie/series")
+    assert missing.status_code == 404
+    assert missing.json()["error"]["message"] == "dashboard COVID-19 cases has no visual pie"
