@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakeward.errors import LakewardError, ObjectNotFound
-from lakeward.storage import PreconditionFailed, Storage
+from lakeward.storage import ObjectInfo, PreconditionFailed, Storage
 
 # Layers: what kind of place a target is, which picks its executor.
 JSON_LINES = "jsonl"
@@ -159,25 +159,28 @@ class Executor(ABC):
 
     def finish(self, target: Target, raw: bytes, new: bytes | None, removed: int) -> Outcome:
         """Write ``new`` over the object (None: leave it) and say what was done."""
+        before = sha256_hex(raw)
         outcome = Outcome(
             target.uri,
             self.layer,
             "unchanged",
             removed=removed,
-            before_sha256=sha256_hex(raw),
-            after_sha256=sha256_hex(raw),
+            before_sha256=before,
+            after_sha256=before,
             before_etag=target.etag,
             after_etag=target.etag,
             before_size=len(raw),
             after_size=len(raw),
         )
         if new is not None:
-            outcome.after_etag, outcome.after_size = self.replace(target, new)
-            outcome.after_sha256 = sha256_hex(new)
+            info = self.replace(target, new)
+            outcome.after_etag, outcome.after_size = info.etag, info.size
+            # The storage hashed what it wrote; hash again only if it did not say.
+            outcome.after_sha256 = info.sha256 or sha256_hex(new)
             outcome.action = "rewritten"
         return outcome
 
-    def replace(self, target: Target, data: bytes) -> tuple[str, int]:
+    def replace(self, target: Target, data: bytes) -> ObjectInfo:
         """Write the new content over the object, only if it is still the report's."""
         failpoint("before-write")
         try:
@@ -187,7 +190,7 @@ class Executor(ABC):
                 info = self.storage.put_if_match(target.bucket, target.key, data, target.etag)
         except PreconditionFailed as exc:
             raise ObjectChanged(str(exc)) from None
-        return info.etag, info.size
+        return info
 
 
 GZIP_MAGIC = b"\x1f\x8b"

@@ -60,9 +60,11 @@ def line_bounds(data: bytes) -> np.ndarray[Any, np.dtype[np.int64]]:
     return starts
 
 
-def blank_lines(data: bytes, positions: Iterable[int]) -> bytes:
+def blank_lines(
+    data: bytes, positions: Iterable[int], bounds: np.ndarray[Any, np.dtype[np.int64]] | None = None
+) -> bytes:
     """``data`` with each listed 0-based line replaced by ``{}`` (its newline kept)."""
-    bounds = line_bounds(data)
+    bounds = line_bounds(data) if bounds is None else bounds
     lines = len(bounds) - 1
     pieces: list[bytes | memoryview] = []
     view = memoryview(data)
@@ -123,23 +125,31 @@ class JsonLinesExecutor(Executor):
         positions = tuple(p - 1 for p in target.positions) or tuple(
             lines_of(data, user_ids, target.id_columns)
         )
-        positions = self._still_held(target, data, positions, user_ids)
+        bounds = line_bounds(data)
+        positions = self._still_held(target, data, bounds, positions, user_ids)
         if not positions:
             # Purged before (a resumed run): nothing of the ids is left to remove.
             return self.finish(target, raw, None, 0)
         return self.finish(
-            target, raw, self.encode(target, raw, blank_lines(data, positions)), len(positions)
+            target,
+            raw,
+            self.encode(target, raw, blank_lines(data, positions, bounds)),
+            len(positions),
         )
 
     def _still_held(
-        self, target: Target, data: bytes, positions: Sequence[int], user_ids: Sequence[str]
+        self,
+        target: Target,
+        data: bytes,
+        bounds: np.ndarray[Any, np.dtype[np.int64]],
+        positions: Sequence[int],
+        user_ids: Sequence[str],
     ) -> tuple[int, ...]:
         """The listed lines still to blank; each must hold one of the ids or be ``{}`` already.
 
         Any other content means the plan is stale: never blank another user's record.
         """
         wanted = set(user_ids)
-        bounds = line_bounds(data)
         held = []
         for line in sorted(set(positions)):
             if line + 1 >= len(bounds):
