@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lakeward.cli.erasure_index import register as register_index_commands
 from lakeward.cli.erasure_purge import register as register_purge_commands
 from lakeward.cli.iam import access_for
 from lakeward.config import load_settings
@@ -125,3 +126,4 @@ def demo_gdpr(
 
 
 register_purge_commands(erasure_app)
+register_index_commands(index_app)
