@@ -259,28 +259,37 @@ def needs_content(mapper: DatasetMapper) -> bool:
     return mapper.format != "filename"
 
 
-def read_object(storage: Storage, mapper: DatasetMapper, bucket: str, key: str) -> IndexedObject:
+def read_object(
+    storage: Storage,
+    mapper: DatasetMapper,
+    bucket: str,
+    key: str,
+    listed_etag: str | None = None,
+) -> IndexedObject:
     """Read and index one object of the lake, as it is now.
 
     The content read is checked against the object's eTag afterwards; when the
     object changed meanwhile it is read again (``ObjectChanged`` after
-    ``READ_ATTEMPTS``). Raises ``Unparseable`` (with the reason) and
-    ``ObjectNotFound``.
+    ``READ_ATTEMPTS``). ``listed_etag`` (from a listing just made) spares that
+    second look on file:// lakes when the content read is the one listed.
+    Raises ``Unparseable`` (with the reason) and ``ObjectNotFound``.
     """
     uri = storage.uri(bucket, key)
     for _attempt in range(READ_ATTEMPTS):
         if not needs_content(mapper):
-            info = storage.stat(bucket, key)
-            return index_bytes(mapper, key, uri, info.etag, b"")
-        before = storage.stat(bucket, key) if _multipart_store(storage) else None
+            etag = listed_etag or storage.stat(bucket, key).etag
+            return index_bytes(mapper, key, uri, etag, b"")
+        if _multipart_store(storage):
+            before = storage.stat(bucket, key)
+            data = storage.get(bucket, key)
+            after = storage.stat(bucket, key)
+            if before.etag == after.etag and before.size == len(data):
+                return index_bytes(mapper, key, uri, after.etag, data)
+            continue
         data = storage.get(bucket, key)
-        after = storage.stat(bucket, key)
-        if before is None:
-            consistent = hashlib.md5(data, usedforsecurity=False).hexdigest() == after.etag
-        else:
-            consistent = before.etag == after.etag and before.size == len(data)
-        if consistent:
-            return index_bytes(mapper, key, uri, after.etag, data)
+        digest = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        if digest == listed_etag or digest == storage.stat(bucket, key).etag:
+            return index_bytes(mapper, key, uri, digest, data)
     raise ObjectChanged(f"{uri} changed while it was being indexed, {READ_ATTEMPTS} times")
 
 

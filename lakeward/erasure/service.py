@@ -209,7 +209,9 @@ class ErasureIndexService:
                     report.objects_unchanged += 1
                     continue
                 try:
-                    batch.append(read_object(self.storage, mapper, info.bucket, info.key))
+                    batch.append(
+                        read_object(self.storage, mapper, info.bucket, info.key, info.etag)
+                    )
                 except ObjectNotFound:
                     continue
                 except (Unparseable, ObjectChanged) as exc:
