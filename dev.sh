@@ -28,6 +28,17 @@ apt_install() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
 }
 
+no_service_start() {  # run "$@" with invoke-rc.d told to start no service (policy-rc.d)
+  local policy=/usr/sbin/policy-rc.d
+  if [ -e "$policy" ]; then "$@"; return; fi
+  printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+  as_root chmod 755 "$policy"
+  local status=0
+  "$@" || status=$?
+  as_root rm -f "$policy"
+  return "$status"
+}
+
 has_java17() {
   local java=${JAVA_HOME:+$JAVA_HOME/bin/}java
   "$java" -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'
@@ -56,6 +67,17 @@ install() {
   [ -f /usr/share/java/mariadb-java-client.jar ] || missing+=(libmariadb-java)
   command -v chromium >/dev/null || missing+=(chromium)
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+  # Server binaries for `lakeward db` instances. The system's own servers are not
+  # wanted: no default PostgreSQL cluster, and no service started during the install.
+  if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+    if [ ! -f /etc/postgresql-common/createcluster.conf ]; then
+      apt_install postgresql-common
+      as_root sed -i 's/^#* *create_main_cluster.*/create_main_cluster = false/' \
+        /etc/postgresql-common/createcluster.conf
+    fi
+    no_service_start apt_install postgresql-15 || no_service_start apt_install postgresql
+  fi
+  command -v mariadb-install-db >/dev/null || no_service_start apt_install mariadb-server
   if [ ! -x "$VENV/bin/python" ]; then
     python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
     python3 -m venv "$VENV"

@@ -56,6 +56,9 @@ def _print(infos: list[InstanceInfo], as_json: bool) -> None:
     if as_json:
         print(json.dumps([_as_dict(i) for i in infos], indent=2))
         return
+    if not infos:
+        out.print("no database instances; create one with: lakeward db create NAME --engine ENGINE")
+        return
     table = Table(
         "name", "engine", "server", "class", "endpoint", "status", "pending", "maintenance window"
     )

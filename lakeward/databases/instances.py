@@ -317,6 +317,17 @@ class Instances:
             self._set(record, "stopped")
             return self._info(record)
 
+    def stop_all(self) -> list[str]:
+        """Stop every local server (as ``lakeward down`` should); the names of those stopped."""
+        stopped = []
+        with self.registry.locked():
+            for record in self.registry.load().values():
+                if record.local and self._server(record).stop():
+                    if record.status == "available":
+                        self._set(record, "stopped")
+                    stopped.append(record.name)
+        return stopped
+
     def ensure(self, name: str, engine: str) -> InstanceInfo:
         """The instance ``name``, created if missing and started if stopped, once available."""
         with self.registry.locked():

@@ -189,6 +189,11 @@ def test_stop_keeps_the_data_and_ensure_starts_it_again(instance: Created) -> No
     assert instances.ensure(instance.name, instance.engine).status == "available"
     assert run_sql(instance, "SELECT id FROM kept", "app") == [(7,)]
 
+    # What `lakeward down` uses; `lakeward up` then starts it through ensure.
+    assert instance.name in instances.stop_all()
+    assert instance.info().status == "stopped"
+    assert instances.ensure(instance.name, instance.engine).status == "available"
+
 
 def test_a_server_that_fails_to_start_is_reported_with_its_log(instance: Created) -> None:
     instance.cli("stop", instance.name)
