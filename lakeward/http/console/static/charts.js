@@ -13,6 +13,33 @@
     showLink: false, showSendToCloud: false, showEditInChartStudio: false,
   };
   window.lakewardCharts = { readyAt: null, rendered: 0, total: visuals.length, errors: [] };
+  // plotly.js (4.8 MB) loads while the series are fetched, not before.
+  const plotlyReady = new Promise(function (resolve, reject) {
+    if (window.Plotly) { resolve(); return; }
+    const script = document.createElement("script");
+    script.src = config.plotly;
+    script.addEventListener("load", function () {
+      window.lakewardCharts.plotlyAt = performance.now();
+      resolve();
+    });
+    script.addEventListener("error", function () { reject(new Error("plotly.js did not load")); });
+    document.head.appendChild(script);
+  });
+
+  // The world topology is fetched at once too, and handed to plotly, which would
+  // otherwise ask for it only once it starts drawing the map.
+  const TOPOLOGY = "world_110m";
+  const topology = document.querySelector('.visual[data-type="map"]')
+    ? fetch(config.topojson + TOPOLOGY + ".json", { credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) { throw new Error("the world topology is missing (" + r.status + ")"); }
+      return r.json();
+    })
+    : null;
+
+  async function geoAssets() {
+    window.PlotlyGeoAssets = window.PlotlyGeoAssets || { topojson: {} };
+    window.PlotlyGeoAssets.topojson[TOPOLOGY] = window.PlotlyGeoAssets.topojson[TOPOLOGY] || await topology;
+  }
 
   function localTime(value) {
     // <input type="datetime-local"> gives "2020-09-10T00:00"; the API takes ISO times.
@@ -125,6 +152,8 @@
     element.dataset.source = series.source;
     note(element, series.row_count.toLocaleString("en-US") + " row(s) · from the " + series.source);
     if (series.type === "table") { drawTable(series.data, target); return; }
+    await plotlyReady;
+    if (series.type === "map") { await geoAssets(); }
     const figure = series.type === "map" ? mapFigure(series.data, element) : xyFigure(series.data, series.type, element);
     await Plotly.react(target, figure.traces, figure.layout, plotConfig);
   }
