@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from sqlalchemy import column, func, select, table
+from sqlalchemy.exc import ArgumentError
 
 from lakeward.access.schema import open_engine
 from lakeward.erasure.index.store import IndexedObject, LocationEntry
@@ -49,7 +50,7 @@ from lakeward.erasure.mappers import (
     DatasetMapper,
     RelationalMapper,
 )
-from lakeward.errors import InputError, LakewardError
+from lakeward.errors import InputError
 from lakeward.storage import Storage
 
 READ_ATTEMPTS = 3
@@ -305,11 +306,11 @@ def index_relational(mapper: RelationalMapper) -> IndexedObject:
     source = table(table_name, column(mapper.column), schema=schema_name or None)
     id_column = source.c[mapper.column]
     out = IndexedObject(uri=mapper.location, dataset=mapper.name, etag=None)
+    if "://" not in mapper.url:  # a bare path would be created as an empty SQLite file
+        raise Unparseable(f"{mapper.name}: url must be a database URL, not {mapper.url!r}")
     try:
         engine = open_engine(mapper.url)
-    except LakewardError:
-        raise
-    except Exception as exc:
+    except ArgumentError as exc:  # a malformed URL; a missing driver is a ConfigError
         raise Unparseable(f"cannot open the database of {mapper.name}: {exc}") from None
     try:
         with engine.connect() as conn:
