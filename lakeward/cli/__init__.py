@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lakeward.cli.bi import bi_app
 from lakeward.cli.db import db_app
 from lakeward.cli.erasure import demo_app, erasure_app
 from lakeward.cli.iam import audit, iam_app, secrets_app
@@ -38,6 +39,7 @@ app.add_typer(db_app, name="db")
 app.command("audit")(audit)
 app.add_typer(erasure_app, name="erasure")
 app.add_typer(demo_app, name="demo-data")
+app.add_typer(bi_app, name="bi")
 
 out = Console()
 err = Console(stderr=True)

@@ -169,3 +169,17 @@ def test_bad_requests_are_answered_in_the_one_error_shape(api: Callable[..., htt
     missing = de.get("/dashboards/covid-19-cases/visuals/pie/series")
     assert missing.status_code == 404
     assert missing.json()["error"]["message"] == "dashboard COVID-19 cases has no visual pie"
+
+
+def test_the_cli_reads_the_dashboard_as_the_caller(stack: Settings, bi: BiService) -> None:
+    shown = lakeward("bi", "series", "--dashboard", "covid-19-cases", "--visual", "map",
+                     data_dir=stack.data_dir)  # fmt: skip
+    points = points_by_country(json.loads(shown.stdout))
+    assert points["US"]["size"] == 6_420_040
+    keys = bi.access.secrets.get("SalesUserCreds").value
+    as_sales = {"AWS_ACCESS_KEY_ID": keys["access_key_id"],
+                "AWS_SECRET_ACCESS_KEY": keys["secret_access_key"]}  # fmt: skip
+    refused = lakeward("bi", "series", "--dashboard", "covid-19-cases", "--visual", "map",
+                       data_dir=stack.data_dir, env=as_sales, check=False)  # fmt: skip
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "not authorized to perform: quicksight:QueryDashboard" in refused.stderr
