@@ -131,22 +131,24 @@ def test_validation_names_the_permission_the_role_lacks(stack: Settings, bi: BiS
         lakeward("iam", f"{verb}-role-policy", "--role", "bi-service-role", "--policy", policy,
                  data_dir=stack.data_dir)  # fmt: skip
 
+    principals = bi.access.principals
     assert bi.validate_data_source("root", "demo_hive_metastore").status == "VALID"
     try:
-        role_policy("detach", "HiveMetastoreDataSourceAccessPolicy")
+        role_policy("detach", "HiveMetastoreDataSourceAccessPolicy")  # undoes the seed's step
         checked = bi.validate_data_source("root", "demo_hive_metastore")
         assert checked.status == "INVALID"
         assert "bi-service-role" in checked.status_message
         assert "lakeward:UseCatalog" in checked.status_message
         role_policy("attach", "HiveMetastoreDataSourceAccessPolicy")
         assert bi.validate_data_source("root", "demo_hive_metastore").status == "VALID"
-        role_policy("detach", "DataBucketReadAccessPolicy")
+        principals.detach_role_policy("bi-service-role", "DataBucketReadAccessPolicy")
         checked = bi.validate_data_source("root", "demo_hive_metastore")
         assert checked.status == "INVALID" and "s3:GetObject" in checked.status_message
     finally:
+        attached = {name for name, _doc in principals.policies_for_role("bi-service-role")}
         for policy in ("HiveMetastoreDataSourceAccessPolicy", "DataBucketReadAccessPolicy"):
-            lakeward("iam", "attach-role-policy", "--role", "bi-service-role", "--policy",
-                     policy, data_dir=stack.data_dir, check=False)  # fmt: skip
+            if policy not in attached:
+                principals.attach_role_policy("bi-service-role", policy)
     assert bi.validate_data_source("root", "demo_hive_metastore").status == "VALID"
 
 
