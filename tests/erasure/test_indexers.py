@@ -156,6 +156,11 @@ def test_relational_rows_per_user(tmp_path: Path) -> None:
     assert (found.records, found.records_without_id) == (4, 1)
     with pytest.raises(Unparseable, match="cannot read app.missing.uid"):
         index_relational(RelationalMapper("m", f"sqlite:///{db}", "missing", "uid", "app"))
+    with pytest.raises(Unparseable, match="must be a database URL"):
+        index_relational(RelationalMapper("m", str(tmp_path / "new.db"), "orders", "uid", "app"))
+    assert not (tmp_path / "new.db").exists()
+    with pytest.raises(Unparseable, match="cannot open the database of m"):
+        index_relational(RelationalMapper("m", "nonsense://x", "orders", "uid", "app"))
 
 
 class ChangingStorage:
