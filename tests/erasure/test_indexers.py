@@ -215,3 +215,25 @@ def test_service_rejects_unusable_ids(service: ErasureIndexService) -> None:
                          (["x" * 2000], "longer than")):  # fmt: skip
         with pytest.raises(InvalidRequest, match=message):
             service.find(bad)
+
+
+def test_mappers_from_the_stack_file(tmp_path: Path) -> None:
+    stack = tmp_path / "lakeward.toml"
+    stack.write_text(
+        '[[erasure.datasets]]\nname = "events"\nprefix = "lakeward-data/events/"\n'
+        'format = "csv"\nid_columns = ["tenant", "uid"]\n'
+    )
+    settings = load_settings(data_dir=tmp_path / "data", config_file=stack, env={})
+    service = ErasureIndexService(settings)
+    service.storage.ensure_bucket(B)
+    service.storage.put(B, "events/e.csv", b"tenant,uid\nt1,u1\nt1,\n")
+    assert service.index_object(B, "events/e.csv") == "indexed"
+    [found] = service.find([composite_id(["t1", "u1"])])
+    assert [h.positions for h in found.holdings] == [(1,)]
+    stack.write_text(stack.read_text().replace('"csv"', '"xml"'))
+    from lakeward.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"erasure\.datasets\.0\.format: .*'jsonl'.*lakeward.toml"
+    ):
+        load_settings(data_dir=tmp_path / "data", config_file=stack, env={})
