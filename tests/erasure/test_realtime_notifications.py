@@ -118,3 +118,10 @@ def test_malformed_records_are_reported_not_raised() -> None:
         parse_body(b'{"x": 1}', "webhook").malformed[0].reason
         == "no Records list in the notification"
     )
+
+
+def test_sns_subscription_confirmations_are_kept_for_an_operator() -> None:
+    body = {"Type": "SubscriptionConfirmation", "SubscribeURL": "https://sns.example/confirm?x=1"}
+    parsed = parse_body(json.dumps(body).encode(), "webhook")
+    assert (parsed.events, parsed.ignored) == ([], 1)
+    assert parsed.confirmations == ["https://sns.example/confirm?x=1"]

@@ -163,6 +163,8 @@ class RealtimeIndexer:
             self.service.store.count("events_malformed", len(parsed.malformed))
         if parsed.ignored:
             self.service.store.count("events_other_kinds", parsed.ignored)
+        for url in parsed.confirmations:
+            log.warning("SNS subscription confirmation received: open %s to confirm it", url)
         for event in parsed.events:
             self.submit(event)
 
@@ -181,6 +183,10 @@ class RealtimeIndexer:
                     return False
                 self._idle.wait(left)
         return True
+
+    def lag_samples(self) -> list[float]:
+        """Seconds from event to searchable entries, of the latest updates (oldest first)."""
+        return list(self._lags)
 
     # -- the worker ----------------------------------------------------------
 

@@ -63,6 +63,8 @@ class Parsed:
     malformed: list[Malformed] = field(default_factory=list)
     ignored: int = 0
     """Records of other kinds (reads, restores, replication, test events)."""
+    confirmations: list[str] = field(default_factory=list)
+    """SubscribeURLs of SNS subscription confirmations, for an operator to open."""
 
 
 def _excerpt(value: Any) -> str:
@@ -103,6 +105,9 @@ def parse_notification(document: Any, source: str) -> Parsed:
         # Confirming means fetching a URL named in the body: left to an operator
         # (docs/erasure.md), never done by the server on an outsider's say-so.
         parsed.ignored += 1
+        url = document.get("SubscribeURL")
+        if isinstance(url, str):
+            parsed.confirmations.append(url[:2048])
         return parsed
     if document.get("Event") == "s3:TestEvent":
         parsed.ignored += 1  # what S3 sends when a notification is configured
