@@ -110,6 +110,15 @@ class MetastoreClient:
         host, port = self.addresses[self._failover.nodes.preferred]
         return f"thrift://{host}:{port}"
 
+    @property
+    def answered_by(self) -> str | None:
+        """The node that answered this thread's last successful call."""
+        node = self._failover.answered_by()
+        if node is None:
+            return None
+        host, port = self.addresses[node]
+        return f"thrift://{host}:{port}"
+
     def __enter__(self) -> MetastoreClient:
         return self
 

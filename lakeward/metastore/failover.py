@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pymetastore.hive_metastore import ThriftHiveMetastore
 from thrift.protocol import TBinaryProtocol
+from thrift.Thrift import TException
 from thrift.transport import TSocket, TTransport
 
 from lakeward.errors import MetastoreError
@@ -37,7 +39,9 @@ Check = Callable[[ThriftHiveMetastore.Client], bool]
 
 # What a lost node looks like from the client's side.
 TRANSPORT_ERRORS = (TTransport.TTransportException, TimeoutError, OSError, EOFError)
-MAX_IDLE = 16  # connections kept open per client for the next calls
+MAX_IDLE = 16  # connections kept open per client and node for the next calls
+MAX_WARM_READS = 8  # kinds of reads a spare replays
+SPARE_RETRY = 5.0  # seconds before trying again to open spares on a standby that was down
 
 
 @dataclass
@@ -76,17 +80,21 @@ class Connection:
     transport: TTransport.TBufferedTransport
     socket: TSocket.TSocket
     client: ThriftHiveMetastore.Client
+    closed: bool = False
 
     def usable(self) -> bool:
         """Still open at our end and not closed by the node (a cheap non-blocking peek)."""
         return bool(self.socket.isOpen())
 
-    def close(self) -> None:
-        self.transport.close()
-
 
 class Failover:
-    """Runs Thrift calls on the preferred node, failing over to the others."""
+    """Runs Thrift calls on the preferred node, failing over to the others.
+
+    Besides its connections to the preferred node, a client in steady use
+    keeps as many warm spare connections to the next node (each has made one
+    call, so the node has set up its side): a failover then finds them ready
+    instead of every thread opening a connection to the next node at once.
+    """
 
     def __init__(
         self,
@@ -101,17 +109,30 @@ class Failover:
         self.connect_timeout = connect_timeout
         self.rounds = rounds
         self.retry_delay = retry_delay
-        self._idle: list[Connection] = []
+        self._idle: dict[int, list[Connection]] = {}
+        self._open: Counter[int] = Counter()  # connections per node, in use or idle
         self._lock = threading.Lock()
+        self._answered = threading.local()  # the node that answered this thread's last call
+        self._calls = 0
+        # The reads this client makes (method -> last arguments): a spare replays them so
+        # that the next node has loaded and compiled what they need before a failover.
+        self._reads: dict[str, tuple[Any, ...]] = {}
+        self._warming = False
+        self._warm_after = 0.0  # no spares before this moment (the standby was down)
+        self._closed = False
 
     def close(self) -> None:
         with self._lock:
-            idle, self._idle = self._idle, []
+            self._closed = True
+            idle = [c for connections in self._idle.values() for c in connections]
+            self._idle = {}
         for connection in idle:
-            connection.close()
+            self._discard(connection)
 
     def read(self, method: str, *args: Any) -> Any:
         """A call that changes nothing: repeated on the next node whenever it fails."""
+        if method not in self._reads and len(self._reads) < MAX_WARM_READS:
+            self._reads[method] = args
         return self._run(method, args, applied=None)
 
     def mutate(self, method: str, *args: Any, applied: Check) -> Any:
@@ -142,7 +163,7 @@ class Failover:
                 sent = True
                 result = getattr(connection.client, f"recv_{method}")()
             except TRANSPORT_ERRORS as exc:
-                connection.close()
+                self._discard(connection)
                 in_doubt = in_doubt or (sent and applied is not None)
                 self._failed(node, exc, failures)
                 continue
@@ -151,7 +172,7 @@ class Failover:
                 self._release(connection)
                 raise
             except BaseException:
-                connection.close()  # interrupted mid-call: the stream is out of step
+                self._discard(connection)  # interrupted mid-call: the stream is out of step
                 raise
             self._release(connection)
             return result
@@ -170,31 +191,102 @@ class Failover:
         host, port = self.nodes.addresses[node]
         failures.append(f"{host}:{port}: {exc}")
         self.nodes.failed(node)
-        self._drop_idle(node)
+        with self._lock:
+            stale = self._idle.pop(node, [])
+        for connection in stale:
+            self._discard(connection)
 
     def _acquire(self, node: int) -> Connection:
-        with self._lock:
-            while self._idle:
-                connection = self._idle.pop()
-                if connection.node == node and connection.usable():
-                    return connection
-                connection.close()  # another node's, or closed by the node
-        return self._connect(node)
+        while True:
+            with self._lock:
+                idle = self._idle.get(node)
+                connection = idle.pop() if idle else None
+            if connection is None:
+                return self._connect(node)
+            if connection.usable():
+                return connection
+            self._discard(connection)  # closed by the node meanwhile
+
+    def answered_by(self) -> int | None:
+        """The node that answered the calling thread's last successful call."""
+        node: int | None = getattr(self._answered, "node", None)
+        return node
 
     def _release(self, connection: Connection) -> None:
         self.nodes.answered(connection.node)
-        with self._lock:
-            if len(self._idle) < MAX_IDLE:
-                self._idle.append(connection)
-                return
-        connection.close()
+        self._answered.node = connection.node
+        self._park(connection)
+        self._top_up_spares(connection.node)
 
-    def _drop_idle(self, node: int) -> None:
+    def _park(self, connection: Connection) -> None:
         with self._lock:
-            stale = [c for c in self._idle if c.node == node]
-            self._idle = [c for c in self._idle if c.node != node]
-        for connection in stale:
-            connection.close()
+            idle = self._idle.setdefault(connection.node, [])
+            if not self._closed and len(idle) < MAX_IDLE:
+                idle.append(connection)
+                return
+        self._discard(connection)
+
+    def _discard(self, connection: Connection) -> None:
+        with self._lock:
+            if connection.closed:
+                return
+            connection.closed = True
+            self._open[connection.node] -= 1
+        connection.transport.close()
+
+    def _top_up_spares(self, node: int) -> None:
+        """Start warming spares on the next node if there are fewer than connections to this one.
+
+        A client used for a single call (a health check) keeps no spares.
+        """
+        count = len(self.nodes.addresses)
+        with self._lock:
+            self._calls += 1
+            standby = (node + 1) % count
+            missing = min(self._open[node], MAX_IDLE) - self._open[standby]
+            if (
+                count == 1
+                or self._calls < 2
+                or missing <= 0
+                or self._warming
+                or self._closed
+                or time.monotonic() < self._warm_after
+            ):
+                return
+            self._warming = True
+        threading.Thread(
+            target=self._warm, args=(standby, missing), name="metastore-spares", daemon=True
+        ).start()
+
+    def _warm(self, node: int, missing: int) -> None:
+        try:
+            for spare in range(missing):
+                connection = self._connect(node)
+                try:
+                    # The node sets up its side (a handler, a database session) at the
+                    # first call: done now rather than when a failover needs it.
+                    connection.client.get_all_databases()
+                    if spare == 0:
+                        self._replay_reads(connection)
+                except BaseException:
+                    self._discard(connection)
+                    raise
+                self._park(connection)
+        except (*TRANSPORT_ERRORS, TException):
+            self._warm_after = time.monotonic() + SPARE_RETRY  # the standby is down
+        finally:
+            self._warming = False
+
+    def _replay_reads(self, connection: Connection) -> None:
+        """Make the client's kinds of reads once on a spare (a cold node's first of each
+        kind costs several times a warm one's)."""
+        for method, args in list(self._reads.items()):
+            try:
+                getattr(connection.client, method)(*args)
+            except TException as exc:
+                if isinstance(exc, TTransport.TTransportException):
+                    raise
+                # the metastore's own answer (no such table): the path is warm all the same
 
     def _connect(self, node: int) -> Connection:
         host, port = self.nodes.addresses[node]
@@ -203,5 +295,7 @@ class Failover:
         transport = TTransport.TBufferedTransport(sock)
         transport.open()
         sock.setTimeout(self.timeout * 1000)  # from now on: how long a call may take
-        client = ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
+        client = ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocolAccelerated(transport))
+        with self._lock:
+            self._open[node] += 1
         return Connection(node, transport, sock, client)
