@@ -50,7 +50,7 @@ def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str
         conf["spark.driver.memory"] = settings.spark.driver_memory
     if hive:
         conf["spark.sql.catalogImplementation"] = "hive"
-        conf["spark.hadoop.hive.metastore.uris"] = ",".join(metastore_uris(settings))
+        conf.update(metastore_conf(metastore_uris(settings)))
     if settings.lake_root.startswith("s3://"):
         conf["spark.hadoop.fs.s3a.path.style.access"] = "true" if lake.s3_endpoint_url else "false"
         if lake.s3_endpoint_url:
@@ -62,6 +62,26 @@ def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str
             conf["spark.hadoop.fs.s3a.secret.key"] = lake.s3_secret_access_key
     conf.update(settings.spark.conf)
     return conf
+
+
+def metastore_conf(uris: list[str]) -> dict[str, str]:
+    """Hive's metastore client settings: every node, and failover in seconds, not minutes.
+
+    Hive's client waits up to ``client.socket.timeout`` (600 s by default) for
+    an answer; a node killed outright is noticed at once (its connection
+    closes), so the timeout only bounds a node that hangs, and 60 s still
+    leaves room for a slow DDL. On a lost connection Hive's retrying client
+    reconnects to another node (chosen at random) after
+    ``client.connect.retry.delay`` (whole seconds): none when another node can
+    answer, 1 s when the only node may be restarting.
+    """
+    return {
+        "spark.hadoop.hive.metastore.uris": ",".join(uris),
+        "spark.hadoop.hive.metastore.client.socket.timeout": "60s",
+        "spark.hadoop.hive.metastore.failure.retries": "3",
+        "spark.hadoop.hive.metastore.connect.retries": "3",
+        "spark.hadoop.hive.metastore.client.connect.retry.delay": "0s" if len(uris) > 1 else "1s",
+    }
 
 
 def build_session(settings: Settings, app_name: str, hive: bool = True) -> SparkSession:
