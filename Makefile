@@ -1,5 +1,5 @@
 # Shortcuts for ./dev.sh, which does the work (and needs nothing but bash).
-.PHONY: up test down bench install
+.PHONY: up test down bench install screenshots
 up:
 	./dev.sh up
 test:
@@ -10,3 +10,5 @@ bench:
 	./dev.sh bench
 install:
 	./dev.sh install
+screenshots:
+	./dev.sh screenshots

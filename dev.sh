@@ -7,6 +7,7 @@
 #   ./dev.sh test [pytest options]      ruff, mypy, then the whole test suite
 #   ./dev.sh down [--retain-data]       stop the stack (and delete its data)
 #   ./dev.sh bench                      run the benchmarks under bench/
+#   ./dev.sh screenshots                the console's images in docs/images (browser tests)
 #   ./dev.sh install                    only install
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -121,6 +122,11 @@ case "$task" in
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
   bench) install; for b in bench/*.py; do "$VENV/bin/python" "$b"; done ;;
+  screenshots)
+    install
+    LAKEWARD_SCREENSHOTS=docs/images exec "$VENV/bin/python" -m pytest tests/console -q \
+      -k "map_and_mortality or query_editor" "$@"
+    ;;
   *)
     sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
     exit 2

@@ -71,6 +71,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.router.add_event_handler("shutdown", erasure.close)
     app.include_router(erasure_router(erasure, access))
     erasure_flow = ErasureWorkflow(settings, index=erasure, access=access)
+    app.state.erasure_workflow = erasure_flow  # the console's erasure pages use it
     app.router.add_event_handler("shutdown", erasure_flow.close)
     app.include_router(erasure_requests_router(erasure_flow, access, sessions))
     app.include_router(events_router(access))

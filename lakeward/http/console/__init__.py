@@ -25,7 +25,7 @@ from fastapi.staticfiles import StaticFiles
 from lakeward.access.control import AccessControl
 from lakeward.access.sessions import Sessions
 from lakeward.errors import LakewardError, ResourceNotFound
-from lakeward.http.console import admin, bi, catalogs, query, signin
+from lakeward.http.console import admin, bi, catalogs, erasure, query, signin
 from lakeward.http.console.base import PREFIX, STATIC, Console
 from lakeward.query.service import QueryService
 
@@ -62,12 +62,14 @@ def install_console(
         replace(bi.DATASETS, shown=sees_any("datasets")),
         query.NAV,
         catalogs.NAV,
+        erasure.NAV,
         admin.NAV,
     ]
     app.include_router(signin.signin_router(console))
     app.include_router(bi.bi_router(console))
     app.include_router(catalogs.catalogs_router(console, service))
     app.include_router(query.query_router(console, service))
+    app.include_router(erasure.erasure_router(console))
     app.include_router(admin.admin_router(console))
 
     @app.get(f"{PREFIX}/assets/plotly.min.js", include_in_schema=False)

@@ -31,7 +31,7 @@
   const TOPOLOGY = "world_110m";
   const topology = document.querySelector('.visual[data-type="map"]')
     ? fetch(config.topojson + TOPOLOGY + ".json", { credentials: "same-origin" }).then(function (r) {
-      if (!r.ok) { throw new Error("the world topology is missing (" + r.status + ")"); }
+      if (!r.ok) { throw new Error("the world topology is missing on the server (" + r.status + "); ./dev.sh install adds it"); }
       return r.json();
     })
     : null;
