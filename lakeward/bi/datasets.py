@@ -103,6 +103,15 @@ def field_type(duck_type: str) -> str:
     return "string"
 
 
+def arrow_type_of(kind: str) -> pa.DataType:
+    """The Arrow type a field of a BI type is held in."""
+    return {
+        "integer": pa.int64(), "decimal": pa.float64(), "date": pa.date32(),
+        "timestamp": pa.timestamp("us"), "boolean": pa.bool_(),
+        "geopoint": pa.struct([("lat", pa.float64()), ("lon", pa.float64())]),
+    }.get(kind, pa.string())  # fmt: skip
+
+
 def describe(conn: duckdb.DuckDBPyConnection, relation: str) -> list[Column]:
     rows = conn.execute(f"DESCRIBE {relation}").fetchall()
     columns = []

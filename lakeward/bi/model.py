@@ -12,6 +12,8 @@ without quoting games.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal, TypeVar
@@ -20,11 +22,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from lakeward.access import quicksight_arn
 from lakeward.errors import InvalidRequest
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
@@ -210,6 +214,34 @@ class Share(_Spec):
     role: ShareRole = "viewer"
 
 
+def parse_filters(items: Sequence[Filter | dict[str, Any]]) -> list[Filter]:
+    """Filters given as objects or as JSON-like dicts; problems named ``filters[i].<field>``."""
+    adapter: TypeAdapter[Filter] = TypeAdapter(Filter)
+    out = []
+    for index, item in enumerate(items):
+        if isinstance(item, dict):
+            try:
+                item = adapter.validate_python(item)
+            except ValidationError as exc:
+                first = exc.errors(include_url=False)[0]
+                path = ".".join(str(p) for p in first["loc"])
+                raise InvalidRequest(f"filters[{index}].{path}: {first['msg']}") from None
+        out.append(item)
+    return out
+
+
+def check_id(what: str, value: str) -> None:
+    if not re.fullmatch(ID_PATTERN, value or ""):
+        raise InvalidRequest(
+            f"{what} {value!r}: use 1 to 128 letters, digits, - or _, "
+            "starting with a letter or digit"
+        )
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
 def parse(model: type[M], data: object, what: str) -> M:
     """Validate ``data`` as ``model``; refuse with every problem named by its path."""
     try:
@@ -238,10 +270,22 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+R = TypeVar("R", bound="_Record")
+
+
 class _Record:
+    id: str
+    arn: str
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = _jsonable({k: getattr(self, k) for k in self.__dataclass_fields__})  # type: ignore[attr-defined]
         return out
+
+
+def with_arn(record: R, kind: str) -> R:
+    """The record with its ARN filled in (``arn:lakeward:quicksight:::<kind>/<id>``)."""
+    record.arn = quicksight_arn(kind, record.id)
+    return record
 
 
 @dataclass

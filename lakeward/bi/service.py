@@ -23,23 +23,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 
-from lakeward.access import quicksight_arn
 from lakeward.access.control import AccessControl
+from lakeward.bi.dashboards import AnalysesAndDashboards, Mode
 from lakeward.bi.datasets import Shaped, apply_fields, source_sql
 from lakeward.bi.extracts import ExtractFiles
 from lakeward.bi.live import RoleQueries
 from lakeward.bi.model import (
-    Analysis,
-    AnalysisSpec,
-    Dashboard,
     Dataset,
     DatasetSpec,
     DataSource,
@@ -49,19 +45,22 @@ from lakeward.bi.model import (
     Series,
     Share,
     Visual,
+    check_id,
+    now,
     parse,
+    parse_filters,
+    with_arn,
 )
 from lakeward.bi.permissions import NOUNS, Caller, Gate
 from lakeward.bi.store import BiStore
-from lakeward.bi.visuals import compute_series, merge_filters
+from lakeward.bi.visuals import compute_series
 from lakeward.config import Settings
-from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
+from lakeward.errors import InvalidRequest, LakewardError
 from lakeward.query.service import QueryService
 from lakeward.storage import Storage, load_storage
 
 log = logging.getLogger(__name__)
 
-Mode = Literal["auto", "extract", "live"]
 T = TypeVar("T")
 
 
@@ -79,11 +78,7 @@ class Preview:
         return dict(self.__dict__)
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-class BiService:
+class BiService(AnalysesAndDashboards):
     """The BI core; the HTTP API, the console and ``lakeward up`` call it."""
 
     def __init__(
@@ -125,7 +120,7 @@ class BiService:
     def list_data_sources(self, principal: str) -> list[DataSource]:
         caller = self.gate.caller(principal)
         return [
-            _with_arn(s, "datasource") for s in self.store.data_sources()
+            with_arn(s, "datasource") for s in self.store.data_sources()
             if self.gate.visible(caller, "datasource", s.id, s.owner)
         ]  # fmt: skip
 
@@ -134,7 +129,7 @@ class BiService:
     ) -> DataSource:
         """A data source over a catalog of the SQL service; validate it to use it."""
         caller = self.gate.caller(principal)
-        _check_id("data source id", source_id)
+        check_id("data source id", source_id)
         if not name.strip() or len(name) > 128:
             raise InvalidRequest("name: give 1 to 128 characters")
         self.gate.create(caller, "datasource", source_id)
@@ -142,17 +137,15 @@ class BiService:
             raise InvalidRequest(f"catalog: the SQL service has no catalog {catalog!r}")
         if workgroup not in {g.name for g in self.queries.store.workgroups()}:
             raise InvalidRequest(f"workgroup: the SQL service has no workgroup {workgroup!r}")
-        source = DataSource(
-            source_id, name.strip(), catalog.lower(), workgroup, caller.name, _now()
-        )
+        source = DataSource(source_id, name.strip(), catalog.lower(), workgroup, caller.name, now())
         self.store.put_data_source(source)
-        return _with_arn(source, "datasource")
+        return with_arn(source, "datasource")
 
     def get_data_source(self, principal: str, source_id: str) -> DataSource:
         caller = self.gate.caller(principal)
         source = self.gate.get(caller, "datasource", source_id, "DescribeDataSource",
                            self.store.data_source)  # fmt: skip
-        return _with_arn(source, "datasource")
+        return with_arn(source, "datasource")
 
     def delete_data_source(self, principal: str, source_id: str) -> None:
         caller = self.gate.caller(principal)
@@ -182,9 +175,9 @@ class BiService:
             source.status, source.status_message = "VALID", "the test query succeeded"
         except LakewardError as exc:
             source.status, source.status_message = "INVALID", exc.message
-        source.validated = _now()
+        source.validated = now()
         self.store.put_data_source(source)
-        return _with_arn(source, "datasource")
+        return with_arn(source, "datasource")
 
     def _usable_source(self, caller: Caller, source_id: str) -> DataSource:
         source = self.gate.get(caller, "datasource", source_id, "PassDataSource",
@@ -196,7 +189,7 @@ class BiService:
     def list_datasets(self, principal: str) -> list[Dataset]:
         caller = self.gate.caller(principal)
         return [
-            _with_arn(d, "dataset") for d in self.store.datasets()
+            with_arn(d, "dataset") for d in self.store.datasets()
             if self.gate.visible(caller, "dataset", d.id, d.owner)
         ]  # fmt: skip
 
@@ -209,18 +202,18 @@ class BiService:
         operations do not apply is not saved.
         """
         caller = self.gate.caller(principal)
-        _check_id("dataset id", dataset_id)
+        check_id("dataset id", dataset_id)
         spec = spec if isinstance(spec, DatasetSpec) else parse(DatasetSpec, spec, "dataset")
         self.gate.create(caller, "dataset", dataset_id)
         source = self._usable_source(caller, spec.data_source_id)
         self.gate.check_data(caller, source, spec, f"dataset {dataset_id}")
         shaped = self._shape(source, spec)
-        now = _now()
-        dataset = Dataset(dataset_id, spec, caller.name, now, now, shaped.columns)
+        created = now()
+        dataset = Dataset(dataset_id, spec, caller.name, created, created, shaped.columns)
         self.store.put_dataset(dataset)
         if spec.import_mode == "SPICE":
             self._store_extract(dataset, shaped, time.monotonic())
-        return _with_arn(dataset, "dataset")
+        return with_arn(dataset, "dataset")
 
     def update_dataset(
         self, principal: str, dataset_id: str, spec: DatasetSpec | dict[str, Any]
@@ -233,15 +226,15 @@ class BiService:
         self.gate.check_data(caller, source, spec, f"dataset {dataset_id}")
         started = time.monotonic()
         shaped = self._shape(source, spec)
-        dataset.spec, dataset.updated, dataset.columns = spec, _now(), shaped.columns
+        dataset.spec, dataset.updated, dataset.columns = spec, now(), shaped.columns
         self.store.put_dataset(dataset)
         if spec.import_mode == "SPICE":
             self._store_extract(dataset, shaped, started)
-        return _with_arn(dataset, "dataset")
+        return with_arn(dataset, "dataset")
 
     def get_dataset(self, principal: str, dataset_id: str) -> Dataset:
         caller = self.gate.caller(principal)
-        return _with_arn(
+        return with_arn(
             self.gate.get(caller, "dataset", dataset_id, "DescribeDataSet", self.store.dataset),
             "dataset",
         )
@@ -313,10 +306,10 @@ class BiService:
         self.gate.check_data(caller, source, dataset.spec, f"dataset {dataset_id}")
         return self._refresh(dataset, source)
 
-    def run_due_refreshes(self, now: datetime | None = None) -> list[str]:
+    def run_due_refreshes(self, when: datetime | None = None) -> list[str]:
         """Refresh the extracts whose scheduled time has come; the ids refreshed."""
         done = []
-        for dataset_id in self.store.due_extracts(now or _now()):
+        for dataset_id in self.store.due_extracts(when or now()):
             dataset = self.store.dataset(dataset_id)
             source = self.store.data_source(dataset.spec.data_source_id) if dataset else None
             if dataset is None or source is None:
@@ -363,7 +356,7 @@ class BiService:
             uri=uri,
             size_bytes=size,
             row_count=shaped.table.num_rows,
-            last_refresh=_now(),
+            last_refresh=now(),
             duration_ms=int((time.monotonic() - started) * 1000),
             issues=shaped.issues,
             next_refresh=_next(dataset),
@@ -405,7 +398,7 @@ class BiService:
         visual = visual if isinstance(visual, Visual) else parse(Visual, visual, "visual")
         source = self._usable_source(caller, dataset.spec.data_source_id)
         self.gate.check_data(caller, source, dataset.spec, f"dataset {dataset_id}")
-        return self._series(dataset, source, visual, _filters(filters), mode)
+        return self._series(dataset, source, visual, parse_filters(filters), mode)
 
     def _series(
         self,
@@ -417,158 +410,6 @@ class BiService:
     ) -> Series:
         table, columns, origin = self._rows(dataset, source, mode)
         return compute_series(table, columns, visual, filters, origin)
-
-    # -- analyses -----------------------------------------------------------
-
-    def list_analyses(self, principal: str) -> list[Analysis]:
-        caller = self.gate.caller(principal)
-        return [
-            _with_arn(a, "analysis") for a in self.store.analyses()
-            if self.gate.visible(caller, "analysis", a.id, a.owner)
-        ]  # fmt: skip
-
-    def create_analysis(
-        self, principal: str, analysis_id: str, spec: AnalysisSpec | dict[str, Any]
-    ) -> Analysis:
-        caller = self.gate.caller(principal)
-        _check_id("analysis id", analysis_id)
-        spec = spec if isinstance(spec, AnalysisSpec) else parse(AnalysisSpec, spec, "analysis")
-        self.gate.create(caller, "analysis", analysis_id)
-        self._check_spec(caller, spec)
-        now = _now()
-        analysis = Analysis(analysis_id, spec, caller.name, now, now)
-        self.store.put_analysis(analysis)
-        return _with_arn(analysis, "analysis")
-
-    def update_analysis(
-        self, principal: str, analysis_id: str, spec: AnalysisSpec | dict[str, Any]
-    ) -> Analysis:
-        caller = self.gate.caller(principal)
-        analysis = self.gate.get(
-            caller, "analysis", analysis_id, "UpdateAnalysis", self.store.analysis
-        )
-        spec = spec if isinstance(spec, AnalysisSpec) else parse(AnalysisSpec, spec, "analysis")
-        self._check_spec(caller, spec)
-        analysis.spec, analysis.updated = spec, _now()
-        self.store.put_analysis(analysis)
-        return _with_arn(analysis, "analysis")
-
-    def _check_spec(self, caller: Caller, spec: AnalysisSpec) -> None:
-        """The dataset may be used by the caller, and every visual's fields exist in it."""
-        dataset = self.gate.get(
-            caller, "dataset", spec.dataset_id, "PassDataSet", self.store.dataset
-        )
-        empty = pa.table({c.name: pa.array([], _arrow_type(c.type)) for c in dataset.columns})
-        for sheet in spec.sheets:
-            for visual in sheet.visuals:
-                compute_series(empty, dataset.columns, visual, sheet.filters, "extract")
-
-    def get_analysis(self, principal: str, analysis_id: str) -> Analysis:
-        caller = self.gate.caller(principal)
-        return _with_arn(
-            self.gate.get(caller, "analysis", analysis_id, "DescribeAnalysis", self.store.analysis),
-            "analysis",
-        )
-
-    def delete_analysis(self, principal: str, analysis_id: str) -> None:
-        caller = self.gate.caller(principal)
-        self.gate.get(caller, "analysis", analysis_id, "DeleteAnalysis", self.store.analysis)
-        self.store.delete("analysis", analysis_id)
-
-    def analysis_series(
-        self, principal: str, analysis_id: str, visual_id: str,
-        filters: Sequence[Filter | dict[str, Any]] = (), mode: Mode = "auto",
-    ) -> Series:  # fmt: skip
-        caller = self.gate.caller(principal)
-        analysis = self.gate.get(
-            caller, "analysis", analysis_id, "QueryAnalysis", self.store.analysis
-        )
-        return self._definition_series(caller, analysis.spec, visual_id, filters, mode,
-                                       f"analysis {analysis_id}", data_check=True)  # fmt: skip
-
-    def publish_dashboard(
-        self, principal: str, analysis_id: str, dashboard_id: str | None = None,
-        name: str | None = None,
-    ) -> Dashboard:  # fmt: skip
-        """Publish the analysis as a dashboard (a new one, or a new version of ``dashboard_id``)."""
-        caller = self.gate.caller(principal)
-        analysis = self.gate.get(
-            caller, "analysis", analysis_id, "DescribeAnalysis", self.store.analysis
-        )
-        dashboard_id = dashboard_id or analysis_id
-        _check_id("dashboard id", dashboard_id)
-        existing = self.store.dashboard(dashboard_id)
-        if existing is None:
-            self.gate.create(caller, "dashboard", dashboard_id)
-            version, owner = 1, caller.name
-        else:
-            self.gate.check(caller, "dashboard", dashboard_id, existing.owner, "CreateDashboard")
-            version, owner = existing.version + 1, existing.owner
-        dashboard = Dashboard(
-            dashboard_id, (name or analysis.spec.name).strip()[:128] or dashboard_id,
-            analysis_id, analysis.spec, version, owner, _now(),
-        )  # fmt: skip
-        self.store.put_dashboard(dashboard)
-        return _with_arn(dashboard, "dashboard")
-
-    # -- dashboards ---------------------------------------------------------
-
-    def list_dashboards(self, principal: str) -> list[Dashboard]:
-        caller = self.gate.caller(principal)
-        return [
-            _with_arn(d, "dashboard") for d in self.store.dashboards()
-            if self.gate.visible(caller, "dashboard", d.id, d.owner)
-        ]  # fmt: skip
-
-    def get_dashboard(self, principal: str, dashboard_id: str) -> Dashboard:
-        """The dashboard's definition (its data comes from ``dashboard_series``)."""
-        caller = self.gate.caller(principal)
-        dashboard = self.gate.get(caller, "dashboard", dashboard_id, "DescribeDashboard",
-                              self.store.dashboard)  # fmt: skip
-        return _with_arn(dashboard, "dashboard")
-
-    def delete_dashboard(self, principal: str, dashboard_id: str) -> None:
-        caller = self.gate.caller(principal)
-        self.gate.get(caller, "dashboard", dashboard_id, "DeleteDashboard", self.store.dashboard)
-        self.store.delete("dashboard", dashboard_id)
-
-    def dashboard_series(
-        self, principal: str, dashboard_id: str, visual_id: str,
-        filters: Sequence[Filter | dict[str, Any]] = (), mode: Mode = "auto",
-    ) -> Series:  # fmt: skip
-        """One visual's data; ``filters`` (the viewer's controls) replace saved ones on a field."""
-        caller = self.gate.caller(principal)
-        dashboard = self.gate.get(caller, "dashboard", dashboard_id, "QueryDashboard",
-                              self.store.dashboard)  # fmt: skip
-        return self._definition_series(
-            caller, dashboard.definition, visual_id, filters, mode,
-            f"dashboard {dashboard.name}", data_check=not self.settings.bi.sharing_grants_data,
-        )  # fmt: skip
-
-    def _definition_series(
-        self, caller: Caller, spec: AnalysisSpec, visual_id: str,
-        filters: Sequence[Filter | dict[str, Any]], mode: Mode, what: str, *, data_check: bool,
-    ) -> Series:  # fmt: skip
-        for sheet in spec.sheets:
-            for visual in sheet.visuals:
-                if visual.id == visual_id:
-                    break
-            else:
-                continue
-            break
-        else:
-            raise ResourceNotFound(f"{what} has no visual {visual_id}")
-        dataset = self.store.dataset(spec.dataset_id)
-        source = self.store.data_source(dataset.spec.data_source_id) if dataset else None
-        if dataset is None or source is None:
-            raise ResourceNotFound(f"{what}: its dataset {spec.dataset_id} is gone")
-        if data_check:
-            self.gate.check_data(caller, source, dataset.spec, what)
-        merged = merge_filters(sheet.filters, visual.filters, _filters(filters))
-        # The viewer's filters win over the visual's own, so they go last.
-        return self._series(
-            dataset, source, visual.model_copy(update={"filters": []}), merged, mode
-        )
 
     # -- sharing ------------------------------------------------------------
 
@@ -612,58 +453,11 @@ class BiService:
         return str(found.owner)
 
 
-def _check_id(what: str, value: str) -> None:
-    import re
-
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}", value or ""):
-        raise InvalidRequest(
-            f"{what} {value!r}: use 1 to 128 letters, digits, - or _, "
-            "starting with a letter or digit"
-        )
-
-
-def _with_arn(record: T, kind: str) -> T:
-    record.arn = quicksight_arn(kind, record.id)  # type: ignore[attr-defined]
-    return record
-
-
 def _next(dataset: Dataset) -> datetime | None:
     minutes = dataset.spec.refresh_interval_minutes
-    return _now() + timedelta(minutes=minutes) if minutes else None
-
-
-def _filters(items: Sequence[Filter | dict[str, Any]]) -> list[Filter]:
-    from pydantic import TypeAdapter, ValidationError
-
-    adapter: TypeAdapter[Filter] = TypeAdapter(Filter)
-    out = []
-    for index, item in enumerate(items):
-        if isinstance(item, dict):
-            try:
-                item = adapter.validate_python(item)
-            except ValidationError as exc:
-                first = exc.errors(include_url=False)[0]
-                path = ".".join(str(p) for p in first["loc"])
-                raise InvalidRequest(f"filters[{index}].{path}: {first['msg']}") from None
-        out.append(item)
-    return out
-
-
-def _arrow_type(kind: str) -> pa.DataType:
-    return {
-        "integer": pa.int64(), "decimal": pa.float64(), "date": pa.date32(),
-        "timestamp": pa.timestamp("us"), "boolean": pa.bool_(),
-        "geopoint": pa.struct([("lat", pa.float64()), ("lon", pa.float64())]),
-    }.get(kind, pa.string())  # fmt: skip
+    return now() + timedelta(minutes=minutes) if minutes else None
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value
-
-
-def new_id() -> str:
-    return uuid.uuid4().hex[:12]
+    """A preview cell as JSON can carry it (dates and times as ISO 8601)."""
+    return value.isoformat() if hasattr(value, "isoformat") else value

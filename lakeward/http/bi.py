@@ -13,8 +13,9 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 
 from lakeward.access import current_principal, current_source
 from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, Session, Sessions
+from lakeward.bi.dashboards import Mode
 from lakeward.bi.model import Kind
-from lakeward.bi.service import BiService, Mode
+from lakeward.bi.service import BiService
 from lakeward.errors import InvalidRequest
 
 JsonBody = Annotated[dict[str, Any], Body()]
