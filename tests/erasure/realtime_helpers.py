@@ -57,7 +57,7 @@ def index_url(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> s
     return pg_url(dbname, schema)
 
 
-def lake_settings(data_dir: Path, database_url: str, **lake: object) -> Settings:
+def lake_settings(data_dir: Path, database_url: str | None, **lake: object) -> Settings:
     erasure = ErasureSettings(database_url=database_url, datasets=DATASETS)
     return Settings.model_validate({"data_dir": data_dir, "erasure": erasure, **lake})
 

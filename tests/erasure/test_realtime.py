@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import os
 import random
 import threading
@@ -207,3 +208,34 @@ def test_plain_file_writes_are_seen_by_the_watcher(
         eventually(lambda: positions(service, "w3") == {}, what="the delete")
         assert indexer.wait_idle()
     assert snapshot(service.store) == snapshot(clean_build(service, tmp_path))
+
+
+def test_index_status_command_shows_lag_counts_and_dead_letters(tmp_path: Path) -> None:
+    from lakeward.stack import write_state
+    from tests.helpers import lakeward
+
+    data_dir = tmp_path / "data"
+    settings = lake_settings(data_dir, None)  # the default index: SQLite in the data dir
+    write_state(settings)  # what a command run on this data dir loads
+    service = ErasureIndexService(settings)
+    storage = service.storage
+    storage.ensure_bucket(BUCKET)
+    status_file = data_dir / "erasure" / "realtime.json"
+    with RealtimeIndexer(service, watch=False, status_path=status_file) as indexer:
+        storage.put(BUCKET, JSON_KEY, b'{"user_id": "s1"}\n{"user_id": "s2"}\n')
+        storage.put(BUCKET, JSON_KEY.replace("part-0", "bad"), b"{oops\n")
+        storage.put(BUCKET, "elsewhere/x.jsonl", b"{}\n")
+        assert indexer.wait_idle()
+    service.close()
+
+    result = lakeward("erasure", "index", "status", "--output", "json", data_dir=data_dir)
+    document = json.loads(result.stdout)
+    assert (document["objects"], document["record_entries"], document["dead_letters"]) == (2, 2, 1)
+    assert "line 1: not JSON" in document["recent_dead_letters"][0]["reason"]
+    assert document["counters"]["realtime_outside"] == 1
+    assert document["counters"]["realtime_indexed"] == 1
+    realtime = document["realtime"]
+    assert realtime["running"] is False and realtime["pending"] == 0
+    assert 0 < realtime["lag_p50_seconds"] <= realtime["lag_p95_seconds"]
+    text = lakeward("erasure", "index", "status", data_dir=data_dir).stdout
+    assert "lag (last / p50 / p95)" in text and "dead letters" in text
