@@ -26,7 +26,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import (
+    BigInteger,
+    CompoundSelect,
+    String,
+    Text,
+    cast,
+    delete,
+    func,
+    insert,
+    null,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -157,6 +170,13 @@ class IndexStore:
     def __init__(self, url_or_path: str | Path) -> None:
         self.engine = open_index_engine(url_or_path)
         self._writer = writer(self.engine)
+        # Lookups are single statements: on PostgreSQL, autocommit spares the BEGIN and
+        # ROLLBACK round trips that would double a lookup's time.
+        self._reader = (
+            self.engine.execution_options(isolation_level="AUTOCOMMIT")
+            if self.engine.dialect.name == "postgresql"
+            else self.engine
+        )
 
     def close(self) -> None:
         self.engine.dispose()
@@ -311,45 +331,32 @@ class IndexStore:
     # -- lookups -------------------------------------------------------------
 
     def find(self, user_ids: Sequence[str]) -> dict[str, list[Holding]]:
-        """Every place holding each user's data, grouped by object (every id gets a key)."""
+        """Every place holding each user's data, grouped by object (every id gets a key).
+
+        One query (record and object-level entries in a UNION ALL) per 500 ids:
+        a lookup is one round trip to the database.
+        """
         wanted = list(dict.fromkeys(user_ids))
         found: dict[str, list[Holding]] = {u: [] for u in wanted}
-        if not wanted:
-            return found
-        live = objects.c.deleted.is_(False)
-        record_rows = select(
-            records.c.user_id, objects.c.uri, objects.c.dataset, objects.c.etag,
-            records.c.position,
-        ).join(objects, objects.c.id == records.c.object_id)  # fmt: skip
-        location_rows = select(
-            locations.c.user_id, locations.c.layer, locations.c.location, locations.c.records,
-            objects.c.dataset, objects.c.etag,
-        ).join(objects, objects.c.id == locations.c.object_id)  # fmt: skip
-        with self.engine.connect() as conn:
+        with self._reader.connect() as conn:
             for start in range(0, len(wanted), 500):
                 chunk = wanted[start : start + 500]
                 positions: dict[tuple[str, str], list[int]] = {}
                 meta: dict[tuple[str, str], tuple[str, str | None]] = {}
-                rows = conn.execute(
-                    record_rows.where(records.c.user_id.in_(chunk), live).order_by(
-                        records.c.user_id, objects.c.uri, records.c.position
-                    )
-                )
-                for user_id, uri, dataset, etag, position in rows:
-                    positions.setdefault((user_id, uri), []).append(position)
-                    meta[(user_id, uri)] = (dataset, etag)
+                for user_id, uri, dataset, etag, position, layer, location, count in conn.execute(
+                    _lookup(chunk)
+                ):
+                    if layer is None:
+                        positions.setdefault((user_id, uri), []).append(position)
+                        meta[(user_id, uri)] = (dataset, etag)
+                    else:
+                        found[user_id].append(Holding(layer, dataset, location, count, (), etag))
                 for (user_id, uri), spots in positions.items():
                     dataset, etag = meta[(user_id, uri)]
+                    spots.sort()
                     found[user_id].append(
                         Holding(LAKE_LAYER, dataset, uri, len(spots), tuple(spots), etag)
                     )
-                spots_rows = conn.execute(
-                    location_rows.where(locations.c.user_id.in_(chunk), live).order_by(
-                        locations.c.user_id, locations.c.layer, locations.c.location
-                    )
-                )
-                for user_id, layer, location, count, dataset, etag in spots_rows:
-                    found[user_id].append(Holding(layer, dataset, location, count, (), etag))
         for holdings in found.values():
             holdings.sort(key=lambda h: (h.layer != LAKE_LAYER, h.layer, h.location))
         return found
@@ -472,6 +479,30 @@ class IndexStore:
                 for user_id, n in conn.execute(query):
                     totals[user_id] += n
         return totals
+
+
+def _lookup(user_ids: list[str]) -> CompoundSelect[Any]:
+    """Record entries (layer NULL) and object-level entries of live sources, for some ids."""
+    live = objects.c.deleted.is_(False)
+    record_rows = (
+        select(
+            records.c.user_id, objects.c.uri, objects.c.dataset, objects.c.etag,
+            records.c.position, cast(null(), String(32)).label("layer"),
+            cast(null(), Text).label("location"), cast(null(), BigInteger).label("records"),
+        )
+        .join(objects, objects.c.id == records.c.object_id)
+        .where(records.c.user_id.in_(user_ids), live)
+    )  # fmt: skip
+    location_rows = (
+        select(
+            locations.c.user_id, objects.c.uri, objects.c.dataset, objects.c.etag,
+            cast(null(), BigInteger).label("position"), locations.c.layer,
+            locations.c.location, locations.c.records,
+        )
+        .join(objects, objects.c.id == locations.c.object_id)
+        .where(locations.c.user_id.in_(user_ids), live)
+    )  # fmt: skip
+    return union_all(record_rows, location_rows)
 
 
 def _newer(seq: str | None, etag: str | None, current: Any) -> bool:
