@@ -70,6 +70,17 @@ def _mariadb_database() -> Iterator[str]:
         admin.close()
 
 
+def metastore_env(engine: str, url: str, nodes: int) -> dict[str, str]:
+    """The environment of a stack with ``nodes`` metastore nodes over the database at ``url``."""
+    return {
+        "LAKEWARD_METASTORE__BACKEND": engine,
+        "LAKEWARD_METASTORE__URL": url,
+        "LAKEWARD_METASTORE__NODES": str(nodes),
+        "LAKEWARD_METASTORE__HEAP": "384m",  # several JVMs share a small machine
+        "LAKEWARD_METASTORE__PORT": str(free_ports(nodes)),
+    }
+
+
 def fresh_database(engine: str) -> AbstractContextManager[str]:
     """A new, empty database on the engine's server (its URL), dropped on exit."""
     return _postgres_database() if engine == "postgres" else _mariadb_database()

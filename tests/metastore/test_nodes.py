@@ -27,7 +27,7 @@ from lakeward.metastore.backends.server import ServerBackend
 from lakeward.metastore.node import MetastoreNode, metastore_uris
 from lakeward.stack import Stack, pin_settings
 from tests.helpers import IN_CI, lakeward, need, need_java
-from tests.metastore.conftest import ENGINES, free_ports, fresh_database
+from tests.metastore.conftest import ENGINES, fresh_database, metastore_env
 
 pytestmark = pytest.mark.spark  # Java: the metastore runs on the JVM
 
@@ -48,13 +48,7 @@ class Cluster:
 
 
 def stack_settings(data_dir: Path, engine: str, url: str, nodes: int = NODES) -> Settings:
-    env = {
-        "LAKEWARD_METASTORE__BACKEND": engine,
-        "LAKEWARD_METASTORE__URL": url,
-        "LAKEWARD_METASTORE__NODES": str(nodes),
-        "LAKEWARD_METASTORE__HEAP": "384m",
-        "LAKEWARD_METASTORE__PORT": str(free_ports(nodes)),
-    }
+    env = metastore_env(engine, url, nodes)
     return pin_settings(load_settings(data_dir=data_dir, env=env))
 
 
