@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar
@@ -101,6 +102,7 @@ class BiService(AnalysesAndDashboards):
         self.role_queries = RoleQueries(settings, queries, self.storage)
         self._refreshing: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
+        self._inflight: dict[tuple[str, str], Future[Shaped]] = {}
         self._stop = threading.Event()
         self._scheduler: threading.Thread | None = None
         if owner:
@@ -385,8 +387,36 @@ class BiService(AnalysesAndDashboards):
             return self.files.read(extract.uri), dataset.columns, "extract"
         if mode not in ("auto", "live"):
             raise InvalidRequest(f"mode must be auto, extract or live, not {mode!r}")
-        shaped = self._shape(source, dataset.spec)
+        shaped = self._live(source, dataset.spec)
         return shaped.table, shaped.columns, "live"
+
+    def _live(self, source: DataSource, spec: DatasetSpec) -> Shaped:
+        """``_shape``, shared by callers asking for the same rows at the same moment.
+
+        A dashboard's visuals load at once and each asks for the dataset's rows:
+        one query answers them all. Nothing is kept once it is answered, so
+        the next request queries again (live means live).
+        """
+        key = (source.id, spec.model_dump_json())
+        with self._lock:
+            running = self._inflight.get(key)
+            if running is None:
+                running = self._inflight[key] = Future()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            return running.result()
+        try:
+            shaped = self._shape(source, spec)
+        except BaseException as exc:
+            running.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
+        running.set_result(shaped)
+        return shaped
 
     def dataset_series(
         self, principal: str, dataset_id: str, visual: Visual | dict[str, Any],

@@ -234,3 +234,26 @@ def test_the_role_reads_nothing_for_a_user_that_the_user_may_not_read(bi: BiServ
         bi.set_permissions("root", "datasource", "demo_hive_metastore",
                            [{"principal": "group/DataEngineerGroup"}])  # fmt: skip
         principals.delete_user("bi_catalog_only")
+
+
+def test_a_failed_refresh_keeps_the_previous_extract(
+    stack: Settings, bi: BiService, cleanup: list[tuple[str, str]]
+) -> None:
+    bi.create_dataset("root", "kept", spec())
+    cleanup.append(("dataset", "kept"))
+    before = bi.get_extract("root", "kept")
+    principals = bi.access.principals
+    principals.detach_role_policy("bi-service-role", "HiveMetastoreDataSourceAccessPolicy")
+    try:
+        with pytest.raises(AccessDenied, match="lakeward:UseCatalog"):
+            bi.refresh_extract("root", "kept")
+    finally:
+        principals.attach_role_policy("bi-service-role", "HiveMetastoreDataSourceAccessPolicy")
+    after = bi.get_extract("root", "kept")
+    assert after.status == "FAILED" and "bi-service-role lacks a permission" in after.error
+    assert (after.uri, after.row_count, after.last_refresh) == (
+        before.uri, before.row_count, before.last_refresh)  # fmt: skip
+    table = {"id": "t", "type": "table", "columns": ["country"], "limit": 100_000}
+    shown = bi.dataset_series("root", "kept", table)  # the previous file still serves
+    assert shown.source == "extract" and shown.row_count == before.row_count
+    assert bi.refresh_extract("root", "kept").status == "COMPLETED"
