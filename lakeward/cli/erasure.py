@@ -59,6 +59,11 @@ def find(
     service = erasure_service(data_dir)
     try:
         found = service.find(user_ids)
+        if not any(f.holdings for f in found) and service.store.is_empty():
+            err.print(
+                "note: the erasure index is empty; register datasets and index them "
+                "(lakeward erasure index build, or lakeward demo-data gdpr)"
+            )
     finally:
         service.close()
     if output == "json":

@@ -102,6 +102,12 @@ def test_cli_errors_are_plain(data_dir: Path) -> None:
     assert wrong.returncode == 2 and "must be table or json" in wrong.stderr
 
 
+def test_find_on_an_empty_index_says_so(tmp_path: Path) -> None:
+    result = lakeward("erasure", "find", "someone", data_dir=tmp_path / "data")
+    assert "someone: no data found in the index" in result.stdout
+    assert "the erasure index is empty" in " ".join(result.stderr.split())
+
+
 @pytest.fixture(scope="module")
 def settings(data_dir: Path) -> Settings:
     return load_settings(

@@ -294,6 +294,11 @@ class IndexStore:
             holdings.sort(key=lambda h: (h.layer != LAKE_LAYER, h.layer, h.location))
         return found
 
+    def is_empty(self) -> bool:
+        """Whether nothing was ever indexed here (no source, live or removed)."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(objects.c.id).limit(1)).first() is None
+
     def object(self, uri: str) -> ObjectRow | None:
         """The index's row of a source (a tombstone when ``deleted``), or None."""
         with self.engine.connect() as conn:
