@@ -36,6 +36,7 @@ from lakeward.storage import Storage, load_storage
 FIND_ACTION = "erasure:Find"
 MAX_FIND_IDS = 1000
 MAX_ID_LENGTH = 1024
+BATCH_ENTRIES = 200_000  # record entries a rebuild holds before loading them
 
 Outcome = Literal["indexed", "stale", "outside", "dead_letter", "missing", "removed"]
 
@@ -218,7 +219,8 @@ class ErasureIndexService:
                     self.store.add_dead_letter(info.uri, f"{mapper.name}: {exc.message}")
                     report.dead_letters.append((info.uri, exc.message))
                     batch.append(IndexedObject(info.uri, mapper.name, None))
-                if len(batch) >= batch_size:
+                # Flushed by objects and by entries, so memory stays flat on big objects.
+                if len(batch) >= batch_size or sum(len(b.entries) for b in batch) >= BATCH_ENTRIES:
                     report.entries += self.store.bulk_load(batch)
                     report.objects_indexed += len(batch)
                     batch = []
