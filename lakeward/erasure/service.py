@@ -121,9 +121,15 @@ class ErasureIndexService:
 
     # -- real-time updates ---------------------------------------------------
 
-    def index_object(self, bucket: str, key: str, sequencer: str | None = None) -> Outcome:
-        """Index an object created or replaced in the lake; never raises for its content."""
-        mapper = self.mappers().dataset_for(bucket, key)
+    def index_object(
+        self, bucket: str, key: str, sequencer: str | None = None, mappers: Mappers | None = None
+    ) -> Outcome:
+        """Index an object created or replaced in the lake; never raises for its content.
+
+        ``mappers``: the data mappers to use, when the caller holds them already (the
+        real-time indexer re-reads them every few seconds, not on every object).
+        """
+        mapper = (mappers or self.mappers()).dataset_for(bucket, key)
         if mapper is None:
             self.store.count("ignored_outside_prefixes")
             return "outside"
@@ -146,9 +152,11 @@ class ErasureIndexService:
             return "dead_letter"
         return "indexed" if self.store.replace_object(indexed, sequencer) else "stale"
 
-    def remove_object(self, bucket: str, key: str, sequencer: str | None = None) -> Outcome:
+    def remove_object(
+        self, bucket: str, key: str, sequencer: str | None = None, mappers: Mappers | None = None
+    ) -> Outcome:
         """Drop the entries of an object removed from the lake."""
-        if self.mappers().dataset_for(bucket, key) is None:
+        if (mappers or self.mappers()).dataset_for(bucket, key) is None:
             self.store.count("ignored_outside_prefixes")
             return "outside"
         removed = self.store.remove_object(self.storage.uri(bucket, key), sequencer)

@@ -271,9 +271,9 @@ class RealtimeIndexer:
             if row is not None and row.sequencer is not None and row.sequencer >= sequencer:
                 return "stale"  # a newer change of this object is already applied
         if event.kind == "removed" and not self.storage.exists(bucket, key):
-            return self.service.remove_object(bucket, key, event.sequencer)
+            return self.service.remove_object(bucket, key, event.sequencer, mappers)
         # Created, or "removed" but there again: index the object as it is now.
-        return self.service.index_object(bucket, key, event.sequencer)
+        return self.service.index_object(bucket, key, event.sequencer, mappers)
 
     # -- status --------------------------------------------------------------
 
