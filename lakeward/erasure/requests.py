@@ -8,7 +8,8 @@ share the index's database, SQLite or PostgreSQL):
 * ``erasure_transitions`` -- every state change, with who made it and why;
 * ``erasure_targets`` -- the places a request purges, each with its status and
   the executor's outcome, so that a restarted worker resumes where it stopped;
-* ``erasure_link_uses`` -- approval links already used (single use).
+* ``erasure_link_uses`` -- approval links already used (single use);
+* ``erasure_leases`` -- which worker is taking a request's steps, until when.
 
 Every state change is a compare-and-set on the current state inside one
 transaction, so two workers (or a worker and an approver) never both act.
@@ -17,10 +18,12 @@ transaction, so two workers (or a worker and an approver) never both act.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -128,15 +131,49 @@ link_uses = Table(
 )
 
 
+leases = Table(
+    "erasure_leases",
+    metadata,
+    Column("request_id", String(32), primary_key=True),
+    Column("owner", Text, nullable=False),  # host:pid:token of the worker
+    Column("until", DateTime(timezone=True), nullable=False),
+)
+
+
 def _v1(conn: Connection) -> None:
-    metadata.create_all(conn)
+    metadata.create_all(conn, tables=[requests_table, transitions, targets_table, link_uses])
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
+def _v2(conn: Connection) -> None:
+    leases.create(conn, checkfirst=True)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
+LEASE_SECONDS = 120.0
 
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def worker_name() -> str:
+    """This process as a lease owner: ``host:pid:token``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def _worker_alive(owner: str) -> bool:
+    """False only when the owner is known to be gone: a process of this host that has exited."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another host's worker: its lease runs out on its own
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _aware(moment: datetime | None) -> datetime | None:
@@ -406,13 +443,62 @@ class RequestStore:
             ]
 
     def finish_target(self, request_id: str, seq: int, status: str,
-                      outcome: dict[str, Any]) -> None:  # fmt: skip
-        values = {"status": status, "outcome": json.dumps(outcome), "updated_at": now()}
+                      outcome: dict[str, Any]) -> bool:  # fmt: skip
+        return self.finish_targets(request_id, [(seq, status, outcome)])
+
+    def finish_targets(
+        self, request_id: str, results: Sequence[tuple[int, str, dict[str, Any]]]
+    ) -> bool:
+        """Record targets' outcomes in one transaction; returns whether a stop was asked."""
+        moment = now()
+        with self._writer.begin() as conn:
+            for seq, status, outcome in results:
+                conn.execute(
+                    update(targets_table)
+                    .where(targets_table.c.request_id == request_id, targets_table.c.seq == seq)
+                    .values(status=status, outcome=json.dumps(outcome), updated_at=moment)
+                )
+            stop = conn.execute(
+                select(requests_table.c.stop_requested).where(requests_table.c.id == request_id)
+            ).scalar()
+        return bool(stop)
+
+    # -- worker leases -------------------------------------------------------
+
+    def claim(self, request_id: str, owner: str, seconds: float = LEASE_SECONDS) -> bool:
+        """Take (or extend) the lease on a request's steps; False while another worker holds it.
+
+        A lease is taken over when it has run out, or when its worker is known to
+        be dead (on this host, its process is gone), so that a worker restarted
+        after a crash goes on at once.
+        """
+        moment = now()
+        until = moment + timedelta(seconds=seconds)
+        try:
+            with self._writer.begin() as conn:
+                row = conn.execute(
+                    select(leases).where(leases.c.request_id == request_id).with_for_update()
+                ).first()
+                if row is None:
+                    conn.execute(insert(leases).values(request_id=request_id, owner=owner,
+                                                       until=until))  # fmt: skip
+                    return True
+                held = row.owner != owner and (_aware(row.until) or moment) > moment
+                if held and _worker_alive(row.owner):
+                    return False
+                conn.execute(
+                    update(leases)
+                    .where(leases.c.request_id == request_id)
+                    .values(owner=owner, until=until)
+                )
+        except IntegrityError:
+            return False  # another worker inserted it first
+        return True
+
+    def release(self, request_id: str, owner: str) -> None:
         with self._writer.begin() as conn:
             conn.execute(
-                update(targets_table)
-                .where(targets_table.c.request_id == request_id, targets_table.c.seq == seq)
-                .values(**values)
+                delete(leases).where(leases.c.request_id == request_id, leases.c.owner == owner)
             )
 
     # -- approval links ------------------------------------------------------

@@ -19,7 +19,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,6 +36,7 @@ from lakeward.erasure.executors import (
     Target,
 )
 from lakeward.erasure.executors.base import failpoint
+from lakeward.erasure.indexers import read_object
 from lakeward.erasure.requests import (
     APPROVED,
     AWAITING_APPROVAL,
@@ -53,6 +56,8 @@ from lakeward.erasure.requests import (
     VERIFYING,
     Request,
     RequestStore,
+    TargetRow,
+    worker_name,
 )
 from lakeward.erasure.service import ErasureIndexService, check_user_ids, index_location
 from lakeward.errors import InvalidRequest, LakewardError, ObjectNotFound
@@ -63,6 +68,10 @@ APPROVE_ACTION = "erasure:Approve"
 REQUEST_ACTION = "erasure:Request"
 WORKER = "worker"
 MAX_RETRY_DELAY = timedelta(minutes=10)
+# Progress is recorded in batches (one transaction each): a crash loses at most the
+# record of a batch, and those targets are re-planned (finding nothing) on resume.
+FLUSH_EVERY = 32
+FLUSH_SECONDS = 0.5
 
 
 def request_arn(request_id: str) -> str:
@@ -91,6 +100,7 @@ class ErasureWorkflow:
         self.executors = Executors(self.index.storage)
         self.signer = approval.LinkSigner.for_settings(settings)
         self.bucket = settings.lake.data_bucket
+        self.worker = worker_name()
 
     def close(self) -> None:
         self.executors.close()
@@ -179,10 +189,19 @@ class ErasureWorkflow:
         """Take every step that can be taken now, for every request; returns how many."""
         steps = 0
         for current in self.store.active():
-            while self.step(current.id):
-                steps += 1
+            if not self.store.claim(current.id, self.worker):
+                continue  # another worker is on it
+            try:
+                while self.step(current.id):
+                    steps += 1
+            finally:
+                self.store.release(current.id, self.worker)
         for done in self.store.unsent_outcomes():
-            steps += self._notify_outcome(done)
+            if self.store.claim(done.id, self.worker):
+                try:
+                    steps += self._notify_outcome(self.store.get(done.id))
+                finally:
+                    self.store.release(done.id, self.worker)
         return steps
 
     def run_forever(self, stop: threading.Event, poll: float = 1.0) -> None:
@@ -275,19 +294,35 @@ class ErasureWorkflow:
         targets = [Target.from_dict(row.target) for row in rows.values()]
         results = self.executors.run(targets, current.user_ids, stop=stop, replan=self._replan,
                                      workers=self.settings.erasure.purge_workers)  # fmt: skip
+        finished: list[tuple[int, str, dict[str, Any]]] = []
+        touched: list[Target] = []
+        flushed = time.monotonic()
+
+        def flush() -> None:
+            # The index first, the progress second: a target recorded as done is
+            # always one the index no longer lists for the ids.
+            self._reindex_many(touched)
+            if self.store.finish_targets(current.id, finished):
+                stop.set()
+            finished.clear()
+            touched.clear()
+            failpoint("target-done")
+            self.store.claim(current.id, self.worker)  # still ours: extend the lease
+
         for target, result in results:
             seq = by_uri[target.uri]
             failpoint("written")
             if isinstance(result, Exception):
                 message = getattr(result, "message", None) or f"{type(result).__name__}: {result}"
                 state = "needs-own-delete" if isinstance(result, NeedsOwnDelete) else "error"
-                self.store.finish_target(current.id, seq, ERROR, {"error": message, "state": state})
+                finished.append((seq, ERROR, {"error": message, "state": state}))
             else:
-                self.store.finish_target(current.id, seq, DONE, result.as_dict())
-                self._reindex(target)
-            failpoint("target-done")
-            if self.store.get(current.id).stop_requested:
-                stop.set()
+                finished.append((seq, DONE, result.as_dict()))
+                touched.append(target)
+            if len(finished) >= FLUSH_EVERY or time.monotonic() - flushed >= FLUSH_SECONDS:
+                flush()
+                flushed = time.monotonic()
+        flush()
         if stop.is_set() and self.store.targets(current.id, TODO):
             self._write_certificate(self.store.get(current.id), STOPPED)
             self.store.move(current.id, PURGING, STOPPED, WORKER, "stopped during the purge")
@@ -303,6 +338,27 @@ class ErasureWorkflow:
             return Target.from_dict(target.as_dict() | {"etag": None, "positions": ()})
         return Target.from_dict(target.as_dict() | {"etag": info.etag, "size": info.size,
                                                     "positions": ()})  # fmt: skip
+
+    def _reindex_many(self, targets: Sequence[Target]) -> None:
+        """Bring the index up to date with what the purge changed, objects in one batch."""
+        storage = self.index.storage
+        mappers = self.index.mappers()
+        batch = []
+        for target in targets:
+            if target.layer not in OBJECT_LAYERS:
+                self._reindex(target)
+                continue
+            mapper = mappers.dataset_for(target.bucket, target.key)
+            if not storage.exists(target.bucket, target.key):
+                self.index.store.remove_object(target.uri)
+            elif mapper is not None:
+                try:
+                    batch.append(read_object(storage, mapper, target.bucket, target.key))
+                except (LakewardError, OSError):
+                    # Changed again or unreadable now: the service's own path records why.
+                    self.index.index_object(target.bucket, target.key)
+        if batch:
+            self.index.store.bulk_load(batch)
 
     def _reindex(self, target: Target) -> None:
         """Bring the index up to date with what the purge changed."""
@@ -322,17 +378,25 @@ class ErasureWorkflow:
 
     def _verify(self, current: Request) -> bool:
         remaining: list[dict[str, Any]] = []
-        for row in self.store.targets(current.id):
+        rows = self.store.targets(current.id)
+
+        def count(row: TargetRow) -> int:
             target = Target.from_dict(row.target | {"etag": None, "positions": ()})
             try:
-                left = self.executors.count(target, current.user_ids)
+                return self.executors.count(target, current.user_ids)
             except NeedsOwnDelete:
-                left = -1
-            outcome = dict(row.outcome or {})
-            outcome["remaining"] = left
-            self.store.finish_target(current.id, row.seq, row.status, outcome)
+                return -1
+
+        workers = self.settings.erasure.purge_workers
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verify") as pool:
+            counts = list(pool.map(count, rows))
+        updates = []
+        for row, left in zip(rows, counts, strict=True):
+            updates.append((row.seq, row.status, dict(row.outcome or {}) | {"remaining": left}))
             if left != 0 or row.status != DONE:
-                remaining.append({"uri": target.uri, "remaining": left, "status": row.status})
+                remaining.append({"uri": row.target["uri"], "remaining": left,
+                                  "status": row.status})  # fmt: skip
+        self.store.finish_targets(current.id, updates)
         in_index = sum(len(h) for h in self.index.store.find(current.user_ids).values())
         ok = not remaining and in_index == 0
         final = COMPLETED if ok else FAILED

@@ -32,8 +32,8 @@ from lakeward.erasure.approval import APPROVE, LinkRefused
 from lakeward.erasure.requests import AWAITING_APPROVAL
 from lakeward.erasure.requests import Request as ErasureRequest
 from lakeward.erasure.workflow import ErasureWorkflow
-from lakeward.errors import LakewardError
-from lakeward.http.rest import signed_request
+from lakeward.errors import InvalidRequest, LakewardError
+from lakeward.http.rest import SignedRequest, signed_request
 from lakeward.http.sigv4 import Credentials
 
 
@@ -83,20 +83,23 @@ def erasure_requests_router(
 ) -> APIRouter:
     router = APIRouter(prefix="/erasure", tags=["erasure"])
 
-    async def caller(request: Request) -> str:
-        signed = await signed_request(
+    async def signed(request: Request) -> SignedRequest:
+        return await signed_request(
             request, credentials, source="erasure-api", request_id=str(uuid.uuid4())
         )
-        return signed.principal
+
+    async def caller(request: Request) -> str:
+        return (await signed(request)).principal
 
     @router.post("/requests", status_code=201)
     async def create(request: Request) -> dict[str, Any]:
         """Ask for the erasure of some user ids (joins a pending request for them)."""
-        principal = await caller(request)
+        call = await signed(request)  # reads the body, which the signature covers
+        principal = call.principal
         try:
-            body = NewRequest.model_validate_json(await request.body())
+            body = NewRequest.model_validate_json(call.body)
         except ValueError as exc:
-            raise LakewardError(f"invalid erasure request: {exc}") from None
+            raise InvalidRequest(f"invalid erasure request: {exc}") from None
         current, joined = await run_in_threadpool(
             flow.request, body.user_ids, body.requester or principal,
             contact=body.contact, reason=body.reason, dry_run=body.dry_run,
@@ -120,7 +123,7 @@ def erasure_requests_router(
         principal = await caller(request)
         handlers = {"approve": flow.approve, "reject": flow.reject, "stop": flow.stop}
         if action not in handlers:
-            raise LakewardError(f"unknown action {action!r}: approve, reject or stop")
+            raise InvalidRequest(f"unknown action {action!r}: approve, reject or stop")
         current = await run_in_threadpool(handlers[action], request_id, principal)
         return request_json(flow, current)
 

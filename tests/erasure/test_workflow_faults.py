@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,14 +15,13 @@ import pytest
 from lakeward.access import current_principal
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
-from lakeward.erasure import report
+from lakeward.erasure import report, workflow
 from lakeward.erasure.approval import APPROVE, LinkRefused, LinkSigner
 from lakeward.erasure.requests import (
     APPROVED,
     AWAITING_APPROVAL,
     COMPLETED,
     EXPIRED,
-    PURGING,
     STOPPED,
     Request,
 )
@@ -135,30 +135,36 @@ def test_unanswered_request_expires(lake: tuple[Settings, Mailbox, str], users: 
 
 
 def test_stop_during_purge_reports_what_was_purged(
-    lake: tuple[Settings, Mailbox, str], users: list[str]
+    lake: tuple[Settings, Mailbox, str], users: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings, _, database_url = lake
     one_at_a_time = settings.model_copy(update={"erasure": settings.erasure.model_copy(
         update={"purge_workers": 1}
     )})  # fmt: skip
+    monkeypatch.setattr(workflow, "FLUSH_EVERY", 1)  # progress recorded after each target
     flow = ErasureWorkflow(one_at_a_time)
     current = awaiting(flow, users[4:6])
     flow.approve(current.id, "test")
-    finish = flow.store.finish_target
+    finish = flow.store.finish_targets
+    recorded_before_stop: list[int] = []
 
-    def finish_then_stop(*args: object, **kwargs: object) -> None:
-        finish(*args, **kwargs)  # type: ignore[arg-type]
-        if flow.store.get(current.id).state == PURGING:
+    def stop_then_finish(
+        request_id: str, results: list[tuple[int, str, dict[str, object]]]
+    ) -> bool:
+        if results and not recorded_before_stop:
+            recorded_before_stop.append(len(results))
             flow.stop(current.id, "test")  # as an operator would, from elsewhere
+        return finish(request_id, results)
 
-    flow.store.finish_target = finish_then_stop  # type: ignore[method-assign]
+    monkeypatch.setattr(flow.store, "finish_targets", stop_then_finish)
     flow.run_pending()
-    flow.store.finish_target = finish  # type: ignore[method-assign]
+    monkeypatch.undo()
 
     assert flow.store.get(current.id).state == STOPPED
     done = flow.store.targets(current.id, "done")
     todo = flow.store.targets(current.id, "todo")
-    assert 1 <= len(done) <= 2 and todo  # the running target finished; no new one started
+    # What was recorded, plus the one target running when the stop came; nothing new started.
+    assert 1 <= len(done) <= recorded_before_stop[0] + 1 and todo
     storage = load_storage(settings)
     bucket = settings.lake.data_bucket
     certificate = json.loads(
@@ -222,4 +228,26 @@ def test_a_missing_object_is_reported_not_fatal_and_vacuum_compacts(
     assert {k: v for k, v in after.items() if "/jsonl" not in k} == {
         k: v for k, v in before.items() if "/jsonl" not in k
     }
+    flow.close()
+
+
+def test_one_worker_at_a_time_per_request(
+    lake: tuple[Settings, Mailbox, str], users: list[str]
+) -> None:
+    flow = ErasureWorkflow(lake[0])
+    created, _ = flow.request(users[8:9], "dpo@example.com")
+    store = flow.store
+    assert store.claim(created.id, "elsewhere:1:a")  # a worker on another host
+    assert not store.claim(created.id, flow.worker)
+    assert flow.run_pending() == 0  # it leaves the request to the other worker
+    assert store.get(created.id).state == "REQUESTED"
+    store.release(created.id, "elsewhere:1:a")
+    dead = f"{socket.gethostname()}:999999999:b"  # a process of this host that is gone
+    assert store.claim(created.id, dead)
+    assert store.claim(created.id, flow.worker)  # taken over at once
+    assert not store.claim(created.id, "elsewhere:1:a")
+    store.release(created.id, flow.worker)
+    flow.run_pending()
+    assert store.get(created.id).state == AWAITING_APPROVAL
+    flow.stop(created.id, "test")
     flow.close()

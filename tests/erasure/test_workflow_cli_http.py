@@ -1,0 +1,114 @@
+"""The erasure workflow through the real ``lakeward`` command and the server's REST API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from fastapi.testclient import TestClient
+
+from lakeward.config import load_settings
+from lakeward.http.app import create_app
+from tests.erasure.workflow_helpers import (
+    Mailbox,
+    busiest_users,
+    make_lake,
+    smtp_server,
+    workflow_settings,
+)
+from tests.helpers import lakeward, parse_outputs
+
+KEY = "AKIAERASUREPURGE0001"
+SECRET = "purge-secret-key-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Mailbox, list[str]]]:
+    data_dir = tmp_path_factory.mktemp("cli") / "data"
+    with smtp_server() as (mailbox, port):
+        settings = workflow_settings(data_dir, port)
+        make_lake(settings, records=800)
+        yield data_dir, mailbox, busiest_users(settings, 6)
+
+
+def run(data_dir: Path, *args: str, check: bool = True) -> dict[str, str]:
+    env = {"LAKEWARD_CONFIG": str(data_dir / "lakeward.toml")}
+    result = lakeward("erasure", *args, data_dir=data_dir, env=env, check=check)
+    if not check:
+        return {"returncode": str(result.returncode), "stderr": result.stderr}
+    return parse_outputs(result.stdout) | {"stdout": result.stdout}
+
+
+def test_request_approve_purge_and_vacuum_from_the_command_line(
+    stack: tuple[Path, Mailbox, list[str]],
+) -> None:
+    data_dir, mailbox, users = stack
+    dry = run(data_dir, "request", users[0], "--dry-run", "--requester", "dpo@example.com")
+    real = run(data_dir, "request", users[0], "--contact", "subject@example.com")
+    assert dry["request_id"] != real["request_id"] and real["joined"] == "false"
+    run(data_dir, "worker", "--once")
+    status = json.loads(run(data_dir, "status", real["request_id"], "--output", "json")["stdout"])
+    assert status["state"] == "AWAITING_APPROVAL" and status["targets"]
+    dry_status = run(data_dir, "status", dry["request_id"])
+    assert dry_status["state"] == "REPORT_READY" and dry_status["dry_run"] == "true"
+    listed = run(data_dir, "list")["stdout"]
+    assert real["request_id"] in listed and dry["request_id"] in listed
+    assert run(data_dir, "approve", real["request_id"])["state"] == "APPROVED"
+    run(data_dir, "worker", "--once")
+    done = run(data_dir, "status", real["request_id"])
+    assert done["state"] == "COMPLETED", done["stdout"]
+    assert "rewritten" in done["stdout"] and "deleted" in done["stdout"]
+    vacuumed = run(data_dir, "vacuum")
+    assert int(vacuumed["bytes_reclaimed"]) > 0 and int(vacuumed["placeholders_dropped"]) > 0
+    assert any("COMPLETED" in m["Subject"] for m in mailbox.messages)
+
+
+def test_command_line_errors_are_plain(stack: tuple[Path, Mailbox, list[str]]) -> None:
+    data_dir, _, _ = stack
+    missing = run(data_dir, "approve", "no-such-request", check=False)
+    assert (
+        missing["returncode"] != "0" and "no erasure request 'no-such-request'" in missing["stderr"]
+    )
+    assert "Traceback" not in missing["stderr"]
+    late = run(data_dir, "stop", "no-such-request", check=False)
+    assert "Traceback" not in late["stderr"]
+
+
+def signed(client: TestClient, method: str, path: str, body: bytes = b"") -> httpx.Response:
+    url = f"http://testserver{path}"
+    request = AWSRequest(method=method, url=url, data=body,
+                         headers={"Content-Type": "application/json"} if body else {})  # fmt: skip
+    SigV4Auth(Credentials(KEY, SECRET), "athena", "us-east-1").add_auth(request)
+    return client.request(method, url, content=body, headers=dict(request.headers.items()))
+
+
+def test_rest_api_requests_lists_and_stops(stack: tuple[Path, Mailbox, list[str]]) -> None:
+    data_dir, _, users = stack
+    settings = load_settings(
+        data_dir=data_dir, config_file=data_dir / "lakeward.toml", env={},
+        overrides={"api.access_key_id": KEY, "api.secret_access_key": SECRET},
+    )  # fmt: skip
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/erasure/requests", json={"user_ids": [users[3]]}).status_code == 401
+        body = json.dumps({"user_ids": [users[3], users[4]], "reason": "ticket 7"}).encode()
+        created = signed(client, "POST", "/erasure/requests", body)
+        assert created.status_code == 201, created.text
+        request_id = created.json()["id"]
+        assert created.json()["state"] == "REQUESTED" and created.json()["requester"] == KEY
+        again = signed(client, "POST", "/erasure/requests",
+                       json.dumps({"user_ids": [users[4]]}).encode())  # fmt: skip
+        assert again.json()["joined"] is True and again.json()["id"] == request_id
+        listed = signed(client, "GET", "/erasure/requests?state=REQUESTED").json()
+        assert request_id in [r["id"] for r in listed]
+        stopped = signed(client, "POST", f"/erasure/requests/{request_id}/stop")
+        assert stopped.json()["state"] == "STOPPED"
+        detail = signed(client, "GET", f"/erasure/requests/{request_id}").json()
+        assert [h["to"] for h in detail["history"]] == ["REQUESTED", "REQUESTED", "STOPPED"]
+        bad = signed(client, "POST", f"/erasure/requests/{request_id}/approve")
+        assert bad.status_code == 400 and "STOPPED" in bad.json()["error"]["message"]
