@@ -135,6 +135,11 @@ def test_state_changes_need_the_csrf_token(stack: Settings) -> None:
         ok = client.post("/console/api/query", json={"sql": "SELECT 1"},
                          headers={"X-CSRF-Token": csrf})  # fmt: skip
         assert ok.status_code == 200 and ok.json()["id"]
+        too_long = client.post(
+            "/console/query/saved", data={**form, "name": "x" * 200, "csrf_token": csrf}
+        )
+        assert too_long.status_code == 400 and "not a valid form: name" in too_long.text
+        assert too_long.headers["content-type"].startswith("text/html")
         logout = client.post("/console/logout")
         assert logout.status_code == 403
     # The sign-in form has its own token: a post from elsewhere is refused.

@@ -19,14 +19,16 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from lakeward.access.control import AccessControl
 from lakeward.access.sessions import Sessions
-from lakeward.errors import LakewardError, ResourceNotFound
+from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
 from lakeward.http.console import admin, bi, catalogs, erasure, query, signin
-from lakeward.http.console.base import PREFIX, STATIC, Console
+from lakeward.http.console.base import PREFIX, STATIC, Console, wants_json
 from lakeward.query.service import QueryService
 
 
@@ -98,6 +100,18 @@ def install_console(
         return await response if inspect.isawaitable(response) else response
 
     app.add_exception_handler(LakewardError, on_error)
+
+    async def on_invalid(request: Request, exc: Exception) -> Response:
+        """A form field the route's own checks refused (too long, missing): a page."""
+        assert isinstance(exc, RequestValidationError)
+        if not request.url.path.startswith(PREFIX + "/") or wants_json(request):
+            return await request_validation_exception_handler(request, exc)
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'][1:]) or 'form'}: {e['msg']}" for e in exc.errors()
+        )
+        return console.error_page(request, InvalidRequest(f"not a valid form: {problems}"))
+
+    app.add_exception_handler(RequestValidationError, on_invalid)
     return console
 
 

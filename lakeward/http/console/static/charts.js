@@ -36,6 +36,11 @@
     })
     : null;
 
+  // Failures surface where the promises are awaited (in a visual's note), not as
+  // unhandled rejections when no visual needs them.
+  plotlyReady.catch(function () {});
+  if (topology) { topology.catch(function () {}); }
+
   async function geoAssets() {
     window.PlotlyGeoAssets = window.PlotlyGeoAssets || { topojson: {} };
     window.PlotlyGeoAssets.topojson[TOPOLOGY] = window.PlotlyGeoAssets.topojson[TOPOLOGY] || await topology;
