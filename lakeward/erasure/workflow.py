@@ -148,21 +148,32 @@ class ErasureWorkflow:
         return current, claims
 
     def decide_by_link(self, request_id: str, token: str, principal: str | None) -> Request:
-        """Apply the decision a link carries; ``LinkRefused`` (logged) when it is not good."""
+        """Apply the decision a link carries; ``LinkRefused`` (logged) when it is not good.
+
+        A signed-in ``principal`` must also be allowed ``erasure:Approve``; that, and
+        the request's state, are checked before the link is spent.
+        """
         try:
             current, claims = self.check_link(request_id, token)
-            if not self.store.use_link(claims.nonce, request_id):
-                raise approval.LinkRefused("this approval link was used already")
         except approval.LinkRefused as exc:
-            log.warning("approval link for erasure request %s refused: %s", request_id, exc)
-            self._audit_refusal(request_id, principal, exc.message)
+            self._refused(request_id, principal, exc)
             raise
-        actor = f"{principal} (link)" if principal else f"approval link {claims.nonce[:8]}"
         if principal is not None:
             self.access.authorize(APPROVE_ACTION, request_arn(request_id), principal=principal)
+        if current.state != AWAITING_APPROVAL:
+            raise InvalidRequest(f"erasure request {request_id} is {current.state} already")
+        if not self.store.use_link(claims.nonce, request_id):
+            replayed = approval.LinkRefused("this approval link was used already")
+            self._refused(request_id, principal, replayed)
+            raise replayed
+        actor = f"{principal} (link)" if principal else f"approval link {claims.nonce[:8]}"
         target = APPROVED if claims.decision == approval.APPROVE else REJECTED
         return self.store.move(request_id, AWAITING_APPROVAL, target, actor, "by approval link",
                                decided_by=actor)  # fmt: skip
+
+    def _refused(self, request_id: str, principal: str | None, exc: approval.LinkRefused) -> None:
+        log.warning("approval link for erasure request %s refused: %s", request_id, exc)
+        self._audit_refusal(request_id, principal, exc.message)
 
     def _audit_refusal(self, request_id: str, principal: str | None, reason: str) -> None:
         audit = getattr(self.access, "audit", None)

@@ -251,3 +251,44 @@ def test_one_worker_at_a_time_per_request(
     assert store.get(created.id).state == AWAITING_APPROVAL
     flow.stop(created.id, "test")
     flow.close()
+
+
+def test_a_signed_in_approver_needs_erasure_approve(
+    lake: tuple[Settings, Mailbox, str], users: list[str]
+) -> None:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from lakeward.access.keys import derive_key, load_master_key
+    from lakeward.access.sessions import SESSION_COOKIE, Sessions
+    from lakeward.http.erasure_requests import erasure_requests_router
+
+    settings = lake[0]
+    access = AccessControl(settings)
+    access.principals.create_user("clerk")  # no policy: may not approve
+    access.principals.create_user("officer")
+    access.principals.put_user_policy("officer", "approve-erasures", {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "erasure:Approve", "Resource": "*"}],
+    })  # fmt: skip
+    current_principal.set("root")
+    flow = ErasureWorkflow(settings, access=access)
+    current = awaiting(flow, users[9:10])
+    assert current.report_digest
+    token = flow.signer.sign(current.id, APPROVE, current.report_digest,
+                             datetime.now(UTC) + timedelta(hours=1))  # fmt: skip
+    sessions = Sessions(derive_key(load_master_key(settings.data_dir), "sessions"))
+    app = FastAPI()
+    app.include_router(erasure_requests_router(flow, access, sessions))
+    client = TestClient(app)
+    path = f"/erasure/approval/{current.id}"
+
+    client.cookies.set(SESSION_COOKIE, sessions.issue("clerk")[0])
+    refused = client.post(path, data={"token": token})
+    assert refused.status_code == 403 and flow.store.get(current.id).state == AWAITING_APPROVAL
+    client.cookies.set(SESSION_COOKIE, sessions.issue("officer")[0])
+    approved = client.post(path, data={"token": token})  # the link was not spent by the refusal
+    assert approved.status_code == 200 and "APPROVED" in approved.text
+    assert flow.store.get(current.id).decided_by == "officer (link)"
+    flow.store.move(current.id, APPROVED, STOPPED, "test", "not to be purged here")
+    flow.close()
