@@ -292,3 +292,37 @@ def test_a_signed_in_approver_needs_erasure_approve(
     assert flow.store.get(current.id).decided_by == "officer (link)"
     flow.store.move(current.id, APPROVED, STOPPED, "test", "not to be purged here")
     flow.close()
+
+
+def test_outcome_goes_to_the_webhook_too(
+    lake: tuple[Settings, Mailbox, str], users: list[str]
+) -> None:
+    import http.server
+    import threading
+
+    received: list[dict[str, object]] = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings, mailbox, _ = lake
+    hooked = settings.model_copy(update={"erasure": settings.erasure.model_copy(
+        update={"webhook_url": f"http://127.0.0.1:{server.server_address[1]}/erasure"}
+    )})  # fmt: skip
+    flow = ErasureWorkflow(hooked)
+    current = awaiting(flow, users[10:11])
+    flow.reject(current.id, "test", "not a valid request")
+    flow.run_pending()
+    server.shutdown()
+    assert received == [{"request_id": current.id, "state": "REJECTED"}]
+    assert flow.store.get(current.id).outcome_sent_at is not None
+    assert any(current.id in m["Subject"] and "REJECTED" in m["Subject"] for m in mailbox.messages)
+    flow.close()
