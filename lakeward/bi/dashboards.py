@@ -55,11 +55,8 @@ class AnalysesAndDashboards:
     # -- analyses -----------------------------------------------------------
 
     def list_analyses(self, principal: str) -> list[Analysis]:
-        caller = self.gate.caller(principal)
-        return [
-            with_arn(a, "analysis") for a in self.store.analyses()
-            if self.gate.visible(caller, "analysis", a.id, a.owner)
-        ]  # fmt: skip
+        found: list[Analysis] = self.gate.listed(principal, "analysis")
+        return found
 
     def create_analysis(
         self, principal: str, analysis_id: str, spec: AnalysisSpec | dict[str, Any]
@@ -71,7 +68,7 @@ class AnalysesAndDashboards:
         self._check_spec(caller, spec)
         created = now()
         analysis = Analysis(analysis_id, spec, caller.name, created, created)
-        self.store.put_analysis(analysis)
+        self.store.put("analysis", analysis)
         return with_arn(analysis, "analysis")
 
     def update_analysis(
@@ -84,7 +81,7 @@ class AnalysesAndDashboards:
         spec = spec if isinstance(spec, AnalysisSpec) else parse(AnalysisSpec, spec, "analysis")
         self._check_spec(caller, spec)
         analysis.spec, analysis.updated = spec, now()
-        self.store.put_analysis(analysis)
+        self.store.put("analysis", analysis)
         return with_arn(analysis, "analysis")
 
     def _check_spec(self, caller: Caller, spec: AnalysisSpec) -> None:
@@ -142,17 +139,14 @@ class AnalysesAndDashboards:
             dashboard_id, (name or analysis.spec.name).strip()[:128] or dashboard_id,
             analysis_id, analysis.spec, version, owner, now(),
         )  # fmt: skip
-        self.store.put_dashboard(dashboard)
+        self.store.put("dashboard", dashboard)
         return with_arn(dashboard, "dashboard")
 
     # -- dashboards ---------------------------------------------------------
 
     def list_dashboards(self, principal: str) -> list[Dashboard]:
-        caller = self.gate.caller(principal)
-        return [
-            with_arn(d, "dashboard") for d in self.store.dashboards()
-            if self.gate.visible(caller, "dashboard", d.id, d.owner)
-        ]  # fmt: skip
+        found: list[Dashboard] = self.gate.listed(principal, "dashboard")
+        return found
 
     def get_dashboard(self, principal: str, dashboard_id: str) -> Dashboard:
         """The dashboard's definition (its data comes from ``dashboard_series``)."""

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from lakeward.access import catalog_arn, quicksight_arn
 from lakeward.access.control import AccessControl, Identity
 from lakeward.bi.datasets import source_sql
-from lakeward.bi.model import DatasetSpec, DataSource, Kind
+from lakeward.bi.model import DatasetSpec, DataSource, Kind, with_arn
 from lakeward.bi.store import BiStore
 from lakeward.errors import AccessDenied, InvalidRequest, ResourceNotFound
 from lakeward.query.service import QueryService
@@ -103,6 +103,14 @@ class Gate:
         if decision.decision == "explicitDeny":
             return False
         return decision.allowed or self.role_of(caller, kind, resource_id, owner) is not None
+
+    def listed(self, principal: str, kind: Kind) -> list[Any]:
+        """The objects of a kind the caller may see, with their ARNs."""
+        caller = self.caller(principal)
+        return [
+            with_arn(r, kind) for r in self.store.all(kind)
+            if self.visible(caller, kind, r.id, r.owner)
+        ]  # fmt: skip
 
     def get(
         self, caller: Caller, kind: Kind, resource_id: str, action: str,

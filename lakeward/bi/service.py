@@ -120,11 +120,8 @@ class BiService(AnalysesAndDashboards):
     # -- data sources -------------------------------------------------------
 
     def list_data_sources(self, principal: str) -> list[DataSource]:
-        caller = self.gate.caller(principal)
-        return [
-            with_arn(s, "datasource") for s in self.store.data_sources()
-            if self.gate.visible(caller, "datasource", s.id, s.owner)
-        ]  # fmt: skip
+        found: list[DataSource] = self.gate.listed(principal, "datasource")
+        return found
 
     def create_data_source(
         self, principal: str, source_id: str, name: str, catalog: str, workgroup: str = "primary"
@@ -140,7 +137,7 @@ class BiService(AnalysesAndDashboards):
         if workgroup not in {g.name for g in self.queries.store.workgroups()}:
             raise InvalidRequest(f"workgroup: the SQL service has no workgroup {workgroup!r}")
         source = DataSource(source_id, name.strip(), catalog.lower(), workgroup, caller.name, now())
-        self.store.put_data_source(source)
+        self.store.put("datasource", source)
         return with_arn(source, "datasource")
 
     def get_data_source(self, principal: str, source_id: str) -> DataSource:
@@ -152,7 +149,7 @@ class BiService(AnalysesAndDashboards):
     def delete_data_source(self, principal: str, source_id: str) -> None:
         caller = self.gate.caller(principal)
         self.gate.get(caller, "datasource", source_id, "DeleteDataSource", self.store.data_source)
-        users = [d.id for d in self.store.datasets() if d.spec.data_source_id == source_id]
+        users = [d.id for d in self.store.all("dataset") if d.spec.data_source_id == source_id]
         if users:
             raise InvalidRequest(
                 f"data source {source_id} is used by dataset(s) {', '.join(users)}; "
@@ -178,7 +175,7 @@ class BiService(AnalysesAndDashboards):
         except LakewardError as exc:
             source.status, source.status_message = "INVALID", exc.message
         source.validated = now()
-        self.store.put_data_source(source)
+        self.store.put("datasource", source)
         return with_arn(source, "datasource")
 
     def _usable_source(self, caller: Caller, source_id: str) -> DataSource:
@@ -189,11 +186,8 @@ class BiService(AnalysesAndDashboards):
     # -- datasets -----------------------------------------------------------
 
     def list_datasets(self, principal: str) -> list[Dataset]:
-        caller = self.gate.caller(principal)
-        return [
-            with_arn(d, "dataset") for d in self.store.datasets()
-            if self.gate.visible(caller, "dataset", d.id, d.owner)
-        ]  # fmt: skip
+        found: list[Dataset] = self.gate.listed(principal, "dataset")
+        return found
 
     def create_dataset(
         self, principal: str, dataset_id: str, spec: DatasetSpec | dict[str, Any]
@@ -212,7 +206,7 @@ class BiService(AnalysesAndDashboards):
         shaped = self._shape(source, spec)
         created = now()
         dataset = Dataset(dataset_id, spec, caller.name, created, created, shaped.columns)
-        self.store.put_dataset(dataset)
+        self.store.put("dataset", dataset)
         if spec.import_mode == "SPICE":
             self._store_extract(dataset, shaped, time.monotonic())
         return with_arn(dataset, "dataset")
@@ -229,7 +223,7 @@ class BiService(AnalysesAndDashboards):
         started = time.monotonic()
         shaped = self._shape(source, spec)
         dataset.spec, dataset.updated, dataset.columns = spec, now(), shaped.columns
-        self.store.put_dataset(dataset)
+        self.store.put("dataset", dataset)
         if spec.import_mode == "SPICE":
             self._store_extract(dataset, shaped, started)
         return with_arn(dataset, "dataset")
@@ -244,8 +238,10 @@ class BiService(AnalysesAndDashboards):
     def delete_dataset(self, principal: str, dataset_id: str) -> None:
         caller = self.gate.caller(principal)
         self.gate.get(caller, "dataset", dataset_id, "DeleteDataSet", self.store.dataset)
-        users = [a.id for a in self.store.analyses() if a.spec.dataset_id == dataset_id]
-        users += [d.id for d in self.store.dashboards() if d.definition.dataset_id == dataset_id]
+        users = [a.id for a in self.store.all("analysis") if a.spec.dataset_id == dataset_id]
+        users += [
+            d.id for d in self.store.all("dashboard") if d.definition.dataset_id == dataset_id
+        ]
         if users:
             raise InvalidRequest(
                 f"dataset {dataset_id} is used by {', '.join(users)}; delete those first"
@@ -343,7 +339,7 @@ class BiService(AnalysesAndDashboards):
                 failed = self.store.extract(dataset.id) or Extract(dataset.id)
                 failed.status, failed.error = "FAILED", exc.message
                 failed.next_refresh = _next(dataset)
-                self.store.put_extract(failed)  # the previous file, if any, still serves
+                self.store.put("extract", failed)  # the previous file, if any, still serves
                 raise
             self.store.set_columns(dataset.id, shaped.columns)
             return self._store_extract(dataset, shaped, started)
@@ -363,7 +359,7 @@ class BiService(AnalysesAndDashboards):
             issues=shaped.issues,
             next_refresh=_next(dataset),
         )
-        self.store.put_extract(extract)
+        self.store.put("extract", extract)
         self.files.remove_others(dataset.id, keep=uri)
         return extract
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -29,7 +31,7 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, RowMapping
 
 from lakeward.access.schema import open_engine, run_migrations, writer
 from lakeward.bi.model import (
@@ -130,13 +132,54 @@ def _v1(conn: Connection) -> None:
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
 _PG_LOCK_KEY = 0x6C616B65_62692020  # "lakebi  "
 
-_TABLES = {"datasource": data_sources, "dataset": datasets, "analysis": analyses,
-           "dashboard": dashboards}  # fmt: skip
-
 
 def _utc(value: datetime | None) -> datetime | None:
     # SQLite hands datetimes back without their zone.
     return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+def _columns(text: str) -> list[DatasetColumn]:
+    return [DatasetColumn(**c) for c in json.loads(text)]
+
+
+def _issues(text: str) -> list[ConversionIssue]:
+    return [ConversionIssue(**i) for i in json.loads(text)]
+
+
+# Per kind of record: its table, its class, and how the JSON columns are read back.
+_RECORDS: dict[str, tuple[Table, type[Any], dict[str, Callable[[str], Any]]]] = {
+    "datasource": (data_sources, DataSource, {}),
+    "dataset": (datasets, Dataset,
+                {"spec": DatasetSpec.model_validate_json, "columns": _columns}),
+    "extract": (extracts, Extract, {"issues": _issues}),
+    "analysis": (analyses, Analysis, {"spec": AnalysisSpec.model_validate_json}),
+    "dashboard": (dashboards, Dashboard, {"definition": AnalysisSpec.model_validate_json}),
+}  # fmt: skip
+
+
+def _encode(table: Table, record: Any) -> dict[str, Any]:
+    values = {}
+    for column in table.c:
+        value = getattr(record, column.name)
+        if isinstance(value, BaseModel):
+            value = value.model_dump_json()
+        elif isinstance(value, list):
+            value = json.dumps([asdict(item) for item in value])
+        values[column.name] = value
+    return values
+
+
+def _decode(kind: str, row: RowMapping) -> Any:
+    table, record, parsers = _RECORDS[kind]
+    values = {}
+    for column in table.c:
+        value = row[column.name]
+        if column.name in parsers:
+            value = parsers[column.name](value)
+        elif isinstance(column.type, DateTime):
+            value = _utc(value)
+        values[column.name] = value
+    return record(**values)
 
 
 class BiStore:
@@ -148,21 +191,38 @@ class BiStore:
     def close(self) -> None:
         self.engine.dispose()
 
-    def _rows(self, query: Any) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings().all()]
+    # -- records, by kind ---------------------------------------------------
 
-    def _one(self, query: Any) -> dict[str, Any] | None:
-        rows = self._rows(query)
-        return rows[0] if rows else None
+    def put(self, kind: str, record: Any) -> None:
+        """Insert or replace a record of a kind (datasource, dataset, extract, ...)."""
+        table = _RECORDS[kind][0]
+        key = table.primary_key.columns.values()[0]
+        values = _encode(table, record)
+        with self._writer.begin() as conn:
+            if conn.execute(select(key).where(key == values[key.name])).first() is None:
+                conn.execute(insert(table).values(**values))
+            else:
+                conn.execute(update(table).where(key == values[key.name]).values(**values))
+
+    def get(self, kind: str, resource_id: str) -> Any:
+        table = _RECORDS[kind][0]
+        key = table.primary_key.columns.values()[0]
+        with self.engine.connect() as conn:
+            row = conn.execute(select(table).where(key == resource_id)).mappings().first()
+        return _decode(kind, row) if row is not None else None
+
+    def all(self, kind: str) -> list[Any]:
+        table = _RECORDS[kind][0]
+        key = table.primary_key.columns.values()[0]
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(table).order_by(key)).mappings().all()
+        return [_decode(kind, row) for row in rows]
 
     def exists(self, kind: Kind, resource_id: str) -> bool:
-        table = _TABLES[kind]
-        key = table.c.id
-        return self._one(select(key).where(key == resource_id)) is not None
+        return self.get(kind, resource_id) is not None
 
     def delete(self, kind: Kind, resource_id: str) -> bool:
-        table = _TABLES[kind]
+        table = _RECORDS[kind][0]
         with self._writer.begin() as conn:
             gone = conn.execute(delete(table).where(table.c.id == resource_id)).rowcount > 0
             conn.execute(
@@ -174,57 +234,35 @@ class BiStore:
                 conn.execute(delete(extracts).where(extracts.c.dataset_id == resource_id))
         return gone
 
-    # -- data sources -------------------------------------------------------
-
-    def put_data_source(self, source: DataSource) -> None:
-        values = {c.name: getattr(source, c.name) for c in data_sources.c}
-        self._upsert(data_sources, data_sources.c.id, source.id, values)
+    # Typed shorthands, used as loaders by the permission checks.
 
     def data_source(self, source_id: str) -> DataSource | None:
-        row = self._one(select(data_sources).where(data_sources.c.id == source_id))
-        return _data_source(row) if row else None
-
-    def data_sources(self) -> list[DataSource]:
-        return [_data_source(r) for r in self._rows(select(data_sources).order_by("id"))]
-
-    # -- datasets -----------------------------------------------------------
-
-    def put_dataset(self, dataset: Dataset) -> None:
-        values = {
-            "id": dataset.id,
-            "spec": dataset.spec.model_dump_json(),
-            "owner": dataset.owner,
-            "created": dataset.created,
-            "updated": dataset.updated,
-            "columns": json.dumps([c.__dict__ for c in dataset.columns]),
-        }
-        self._upsert(datasets, datasets.c.id, dataset.id, values)
+        found: DataSource | None = self.get("datasource", source_id)
+        return found
 
     def dataset(self, dataset_id: str) -> Dataset | None:
-        row = self._one(select(datasets).where(datasets.c.id == dataset_id))
-        return _dataset(row) if row else None
+        found: Dataset | None = self.get("dataset", dataset_id)
+        return found
 
-    def datasets(self) -> list[Dataset]:
-        return [_dataset(r) for r in self._rows(select(datasets).order_by("id"))]
+    def extract(self, dataset_id: str) -> Extract | None:
+        found: Extract | None = self.get("extract", dataset_id)
+        return found
+
+    def analysis(self, analysis_id: str) -> Analysis | None:
+        found: Analysis | None = self.get("analysis", analysis_id)
+        return found
+
+    def dashboard(self, dashboard_id: str) -> Dashboard | None:
+        found: Dashboard | None = self.get("dashboard", dashboard_id)
+        return found
 
     def set_columns(self, dataset_id: str, columns: list[DatasetColumn]) -> None:
         with self._writer.begin() as conn:
             conn.execute(
                 update(datasets)
                 .where(datasets.c.id == dataset_id)
-                .values(columns=json.dumps([c.__dict__ for c in columns]))
+                .values(columns=json.dumps([asdict(c) for c in columns]))
             )
-
-    # -- extracts -----------------------------------------------------------
-
-    def put_extract(self, extract: Extract) -> None:
-        values = {c.name: getattr(extract, c.name) for c in extracts.c if c.name != "issues"}
-        values["issues"] = json.dumps([i.__dict__ for i in extract.issues])
-        self._upsert(extracts, extracts.c.dataset_id, extract.dataset_id, values)
-
-    def extract(self, dataset_id: str) -> Extract | None:
-        row = self._one(select(extracts).where(extracts.c.dataset_id == dataset_id))
-        return _extract(row) if row else None
 
     def due_extracts(self, now: datetime) -> list[str]:
         query = select(extracts.c.dataset_id).where(
@@ -232,45 +270,8 @@ class BiStore:
             extracts.c.next_refresh <= now,
             extracts.c.status != "RUNNING",
         )
-        return [r["dataset_id"] for r in self._rows(query)]
-
-    # -- analyses and dashboards --------------------------------------------
-
-    def put_analysis(self, analysis: Analysis) -> None:
-        values = {
-            "id": analysis.id,
-            "spec": analysis.spec.model_dump_json(),
-            "owner": analysis.owner,
-            "created": analysis.created,
-            "updated": analysis.updated,
-        }
-        self._upsert(analyses, analyses.c.id, analysis.id, values)
-
-    def analysis(self, analysis_id: str) -> Analysis | None:
-        row = self._one(select(analyses).where(analyses.c.id == analysis_id))
-        return _analysis(row) if row else None
-
-    def analyses(self) -> list[Analysis]:
-        return [_analysis(r) for r in self._rows(select(analyses).order_by("id"))]
-
-    def put_dashboard(self, dashboard: Dashboard) -> None:
-        values = {
-            "id": dashboard.id,
-            "name": dashboard.name,
-            "analysis_id": dashboard.analysis_id,
-            "definition": dashboard.definition.model_dump_json(),
-            "version": dashboard.version,
-            "owner": dashboard.owner,
-            "published": dashboard.published,
-        }
-        self._upsert(dashboards, dashboards.c.id, dashboard.id, values)
-
-    def dashboard(self, dashboard_id: str) -> Dashboard | None:
-        row = self._one(select(dashboards).where(dashboards.c.id == dashboard_id))
-        return _dashboard(row) if row else None
-
-    def dashboards(self) -> list[Dashboard]:
-        return [_dashboard(r) for r in self._rows(select(dashboards).order_by("id"))]
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(query)]
 
     # -- permissions --------------------------------------------------------
 
@@ -280,7 +281,9 @@ class BiStore:
             .where(permissions.c.kind == kind, permissions.c.resource_id == resource_id)
             .order_by(permissions.c.principal)
         )
-        return [Share(principal=r["principal"], role=r["role"]) for r in self._rows(query)]
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [Share(principal=principal, role=role) for principal, role in rows]
 
     def set_shares(self, kind: Kind, resource_id: str, shares: list[Share]) -> None:
         where = (permissions.c.kind == kind, permissions.c.resource_id == resource_id)
@@ -293,54 +296,3 @@ class BiStore:
                         principal=share.principal, role=share.role,
                     )
                 )  # fmt: skip
-
-    def _upsert(self, table: Table, key: Any, value: str, values: dict[str, Any]) -> None:
-        with self._writer.begin() as conn:
-            if conn.execute(select(key).where(key == value)).first() is None:
-                conn.execute(insert(table).values(**values))
-            else:
-                conn.execute(update(table).where(key == value).values(**values))
-
-
-def _data_source(row: dict[str, Any]) -> DataSource:
-    row["created"], row["validated"] = _utc(row["created"]), _utc(row["validated"])
-    return DataSource(**row)
-
-
-def _dataset(row: dict[str, Any]) -> Dataset:
-    return Dataset(
-        id=row["id"],
-        spec=DatasetSpec.model_validate_json(row["spec"]),
-        owner=row["owner"],
-        created=_utc(row["created"]) or datetime.now(UTC),
-        updated=_utc(row["updated"]) or datetime.now(UTC),
-        columns=[DatasetColumn(**c) for c in json.loads(row["columns"])],
-    )
-
-
-def _extract(row: dict[str, Any]) -> Extract:
-    row["issues"] = [ConversionIssue(**i) for i in json.loads(row["issues"])]
-    row["last_refresh"], row["next_refresh"] = _utc(row["last_refresh"]), _utc(row["next_refresh"])
-    return Extract(**row)
-
-
-def _analysis(row: dict[str, Any]) -> Analysis:
-    return Analysis(
-        id=row["id"],
-        spec=AnalysisSpec.model_validate_json(row["spec"]),
-        owner=row["owner"],
-        created=_utc(row["created"]) or datetime.now(UTC),
-        updated=_utc(row["updated"]) or datetime.now(UTC),
-    )
-
-
-def _dashboard(row: dict[str, Any]) -> Dashboard:
-    return Dashboard(
-        id=row["id"],
-        name=row["name"],
-        analysis_id=row["analysis_id"],
-        definition=AnalysisSpec.model_validate_json(row["definition"]),
-        version=row["version"],
-        owner=row["owner"],
-        published=_utc(row["published"]) or datetime.now(UTC),
-    )

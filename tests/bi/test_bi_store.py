@@ -1,0 +1,82 @@
+"""The BI store on SQLite and on PostgreSQL: records survive a round trip, the schema is
+migrated once and versioned apart from the access store's."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from lakeward.bi.model import (
+    AnalysisSpec,
+    Column,
+    ConversionIssue,
+    Dashboard,
+    Dataset,
+    DatasetSpec,
+    DataSource,
+    Extract,
+    Share,
+)
+from lakeward.bi.store import BiStore
+from tests.helpers import PG_SERVER, pg_url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    if request.param == "sqlite":
+        return tmp_path / "bi.db"
+    import psycopg
+
+    dbname = request.getfixturevalue("postgres_db")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_SERVER, dbname=dbname, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return pg_url(dbname, schema)
+
+
+def test_records_round_trip_and_the_schema_is_versioned(where: str | Path) -> None:
+    when = datetime(2020, 9, 10, 12, 30, tzinfo=UTC)
+    spec = DatasetSpec.model_validate({
+        "name": "d", "data_source_id": "src", "sql": "SELECT 1 AS one",
+        "fields": [{"op": "computed", "name": "two", "expression": "one + 1"}]})  # fmt: skip
+    analysis = AnalysisSpec.model_validate({"name": "a", "dataset_id": "d", "sheets": [
+        {"id": "s", "visuals": [{"id": "t", "type": "table", "columns": ["one"]}]}]})  # fmt: skip
+    store = BiStore(where)
+    try:
+        store.put("datasource", DataSource("src", "Source", "cat", "primary", "root", when))
+        columns = [Column("one", "integer", "measure"), Column("two", "integer", "measure")]
+        store.put("dataset", Dataset("d", spec, "de_user", when, when, columns))
+        issue = ConversionIssue("one", "convert to integer", 2, ["x", "y"])
+        store.put("extract", Extract("d", "COMPLETED", "file:///x.parquet", 10, 1, when,
+                                     issues=[issue]))  # fmt: skip
+        store.put("dashboard", Dashboard("b", "Board", "a", analysis, 1, "root", when))
+        shares = [Share(principal="group/G"), Share(principal="user/u", role="owner")]
+        store.set_shares("dashboard", "b", shares)
+        # Replacing a record updates it in place.
+        store.put("dashboard", Dashboard("b", "Board 2", "a", analysis, 2, "root", when))
+    finally:
+        store.close()
+    again = BiStore(where)  # a second opening migrates nothing and reads the same
+    try:
+        assert again.data_source("src") == DataSource("src", "Source", "cat", "primary", "root",
+                                                      when)  # fmt: skip
+        dataset = again.dataset("d")
+        assert dataset is not None and dataset.spec == spec and dataset.columns == columns
+        extract = again.extract("d")
+        assert extract is not None and extract.issues == [issue] and extract.last_refresh == when
+        dashboard = again.dashboard("b")
+        assert dashboard is not None and (dashboard.name, dashboard.version) == ("Board 2", 2)
+        assert dashboard.definition == analysis
+        assert [d.id for d in again.all("dashboard")] == ["b"]
+        assert again.shares("dashboard", "b") == shares
+        assert again.delete("dataset", "d") and again.extract("d") is None
+        assert again.dataset("d") is None and not again.delete("dataset", "d")
+        with again.engine.connect() as conn:
+            versions = conn.execute(text("SELECT component, version FROM schema_version")).all()
+        assert [tuple(v) for v in versions] == [("bi", 1)]
+    finally:
+        again.close()
