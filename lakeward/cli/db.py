@@ -18,8 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lakeward.cli.iam import access_for
-from lakeward.databases import CLASSES, DEFAULT_CLASS, ENGINES, InstanceInfo, Instances
-from lakeward.databases.instances import parse_endpoint
+from lakeward.databases import CLASSES, DEFAULT_CLASS, ENGINES, Endpoint, InstanceInfo, Instances
 from lakeward.errors import InvalidRequest
 
 db_app = typer.Typer(
@@ -113,7 +112,7 @@ def create(
     if endpoint is None and master_password is not None:
         raise InvalidRequest("--master-password is for --endpoint; a new instance's is generated")
     if endpoint is not None:
-        parse_endpoint(endpoint)  # a bad one is reported before any prompt
+        Endpoint.parse(endpoint)  # a bad one is reported before any prompt
         if not master_username:
             raise InvalidRequest(f"--endpoint {endpoint} needs --master-username")
     if endpoint is not None and master_password is None:

@@ -7,11 +7,11 @@ loaded by ``load_engine``. See docs/databases.md.
 
 from __future__ import annotations
 
-from lakeward.databases.base import Endpoint, Engine, MasterCredentials
+from lakeward.databases.base import ENGINES, Endpoint, Engine, MasterCredentials, load_engine
 from lakeward.databases.classes import CLASSES, DEFAULT_CLASS, InstanceClass
-from lakeward.databases.instances import ENGINES, InstanceInfo, Instances, load_engine
+from lakeward.databases.instances import Instances
 from lakeward.databases.maintenance import Window, parse_window
-from lakeward.databases.registry import STATUSES
+from lakeward.databases.registry import STATUSES, InstanceInfo
 
 __all__ = [
     "CLASSES",

@@ -16,6 +16,7 @@ import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 
 from lakeward.databases.classes import InstanceClass
@@ -31,6 +32,13 @@ class Endpoint:
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @classmethod
+    def parse(cls, text: str) -> Endpoint:
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InvalidRequest(f"endpoint {text!r} is not HOST:PORT (e.g. 127.0.0.1:5432)")
+        return cls(host.strip("[]"), int(port))
 
 
 @dataclass(frozen=True)
@@ -222,3 +230,19 @@ class Engine(ABC):
 
 def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+# engine name -> module:class, imported when used
+ENGINES = {
+    "postgres": "lakeward.databases.postgres:PostgresEngine",
+    "mysql": "lakeward.databases.mariadb:MariadbEngine",
+    "mariadb": "lakeward.databases.mariadb:MariadbEngine",
+}
+
+
+def load_engine(name: str) -> Engine:
+    if name not in ENGINES:
+        raise InvalidRequest(f"unknown engine {name!r}; use one of {', '.join(ENGINES)}")
+    module_name, _, class_name = ENGINES[name].partition(":")
+    engine_class: type[Engine] = getattr(import_module(module_name), class_name)
+    return engine_class(name)

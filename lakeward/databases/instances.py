@@ -14,18 +14,23 @@ import re
 import secrets
 import shutil
 import string
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakeward.databases.base import LOCALHOST, Account, Endpoint, Engine, MasterCredentials
+from lakeward.databases.base import (
+    LOCALHOST,
+    Account,
+    Endpoint,
+    Engine,
+    MasterCredentials,
+    load_engine,
+)
 from lakeward.databases.classes import DEFAULT_CLASS, InstanceClass, instance_class
 from lakeward.databases.local import LocalServer
 from lakeward.databases.maintenance import parse_window
-from lakeward.databases.registry import InstanceRecord, Registry
+from lakeward.databases.registry import InstanceInfo, InstanceRecord, Registry
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound, StackError
 from lakeward.process import free_port, port_is_free
 
@@ -33,54 +38,11 @@ if TYPE_CHECKING:
     from lakeward.access.secrets import SecretStore
     from lakeward.config import Settings
 
-# engine name -> module:class, imported when used
-ENGINES = {
-    "postgres": "lakeward.databases.postgres:PostgresEngine",
-    "mysql": "lakeward.databases.mariadb:MariadbEngine",
-    "mariadb": "lakeward.databases.mariadb:MariadbEngine",
-}
-
 # RDS's rule for instance identifiers.
 _NAME = re.compile(r"^[a-z](?:[a-z0-9]|-(?!-)){0,62}(?<!-)$")
 _USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
 _DATABASE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _PASSWORD_ALPHABET = string.ascii_letters + string.digits
-
-
-def load_engine(name: str) -> Engine:
-    if name not in ENGINES:
-        raise InvalidRequest(f"unknown engine {name!r}; use one of {', '.join(ENGINES)}")
-    module_name, _, class_name = ENGINES[name].partition(":")
-    engine_class: type[Engine] = getattr(import_module(module_name), class_name)
-    return engine_class(name)
-
-
-def parse_endpoint(text: str) -> Endpoint:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InvalidRequest(f"endpoint {text!r} is not HOST:PORT (e.g. 127.0.0.1:5432)")
-    return Endpoint(host.strip("[]"), int(port))
-
-
-@dataclass(frozen=True)
-class InstanceInfo:
-    """What ``describe`` shows of an instance; never its password."""
-
-    name: str
-    engine: str
-    engine_version: str
-    server: str  # what really runs, e.g. "MariaDB 10.11.19" for a mysql instance
-    instance_class: str | None  # None: a registered server, its resources are not managed
-    endpoint: Endpoint
-    status: str
-    status_reason: str
-    pending_modifications: dict[str, str]
-    maintenance_window: str
-    next_maintenance: datetime | None  # when the pending modifications will be applied
-    local: bool
-    master_username: str
-    created: datetime
-    log: Path | None
 
 
 class Instances:
@@ -123,7 +85,7 @@ class Instances:
         _check_name(name)
         eng = load_engine(engine)
         if endpoint is not None:
-            where = parse_endpoint(endpoint) if isinstance(endpoint, str) else endpoint
+            where = Endpoint.parse(endpoint) if isinstance(endpoint, str) else endpoint
             return self._register(
                 name, eng, where, engine_version, master_username, master_password
             )
@@ -442,8 +404,18 @@ class Instances:
         record.status, record.status_reason = status, reason
         self.registry.save(record)
 
-    def _failing(self, record: InstanceRecord, server: LocalServer) -> _MarkFailed:
-        return _MarkFailed(self, record, server)
+    @contextlib.contextmanager
+    def _failing(self, record: InstanceRecord, server: LocalServer) -> Iterator[None]:
+        """On an error: record the instance as failed, with the reason, and stop its server."""
+        try:
+            yield
+        except BaseException as exc:
+            server.stop()
+            reason = (
+                exc.message if isinstance(exc, LakewardError) else f"{type(exc).__name__}: {exc}"
+            )
+            self._set(record, "failed", reason.splitlines()[0])
+            raise
 
     def _info(self, record: InstanceRecord) -> InstanceInfo:
         status, reason = record.status, record.status_reason
@@ -470,25 +442,6 @@ class Instances:
             local=record.local, master_username=record.master_username,
             created=datetime.fromisoformat(record.created), log=log,
         )  # fmt: skip
-
-
-class _MarkFailed:
-    """On an error: record the instance as failed, with the reason, and stop its server."""
-
-    def __init__(self, owner: Instances, record: InstanceRecord, server: LocalServer) -> None:
-        self.owner, self.record, self.server = owner, record, server
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, _tb: object
-    ) -> None:
-        if exc is None:
-            return
-        self.server.stop()
-        reason = exc.message if isinstance(exc, LakewardError) else f"{type(exc).__name__}: {exc}"
-        self.owner._set(self.record, "failed", reason.splitlines()[0])
 
 
 def _check_name(name: str) -> None:

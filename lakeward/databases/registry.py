@@ -15,9 +15,11 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lakeward.databases.base import Endpoint
 from lakeward.errors import ResourceNotFound, StackError
 
 STATUSES = ("creating", "available", "modifying", "stopped", "deleting", "failed")
@@ -25,6 +27,8 @@ STATUSES = ("creating", "available", "modifying", "stopped", "deleting", "failed
 
 @dataclass
 class InstanceRecord:
+    """What the registry keeps of an instance."""
+
     name: str
     engine: str  # as asked for: postgres, mysql, mariadb
     engine_version: str  # the major version (15, 10.11)
@@ -40,6 +44,27 @@ class InstanceRecord:
     pending: dict[str, str] = field(default_factory=dict)
     pending_since: str | None = None
     status_reason: str = ""
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    """What ``describe`` shows of an instance; never its password."""
+
+    name: str
+    engine: str
+    engine_version: str
+    server: str  # what really runs, e.g. "MariaDB 10.11.19" for a mysql instance
+    instance_class: str | None  # None: a registered server, its resources are not managed
+    endpoint: Endpoint
+    status: str
+    status_reason: str
+    pending_modifications: dict[str, str]
+    maintenance_window: str
+    next_maintenance: datetime | None  # when the pending modifications will be applied
+    local: bool
+    master_username: str
+    created: datetime
+    log: Path | None
 
 
 class Registry:
