@@ -1,13 +1,11 @@
-"""The BI store on SQLite and on PostgreSQL: records survive a round trip, the schema is
-migrated once and versioned apart from the access store's."""
+"""The BI store on SQLite and on PostgreSQL (the access stores' ``db`` fixture): records
+survive a round trip, the schema is migrated once and versioned apart from the access store's."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
 from sqlalchemy import text
 
 from lakeward.bi.model import (
@@ -22,30 +20,16 @@ from lakeward.bi.model import (
     Share,
 )
 from lakeward.bi.store import BiStore
-from tests.helpers import PG_SERVER, pg_url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
-    if request.param == "sqlite":
-        return tmp_path / "bi.db"
-    import psycopg
-
-    dbname = request.getfixturevalue("postgres_db")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_SERVER, dbname=dbname, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    return pg_url(dbname, schema)
-
-
-def test_records_round_trip_and_the_schema_is_versioned(where: str | Path) -> None:
+def test_records_round_trip_and_the_schema_is_versioned(db: str | Path) -> None:
     when = datetime(2020, 9, 10, 12, 30, tzinfo=UTC)
     spec = DatasetSpec.model_validate({
         "name": "d", "data_source_id": "src", "sql": "SELECT 1 AS one",
         "fields": [{"op": "computed", "name": "two", "expression": "one + 1"}]})  # fmt: skip
     analysis = AnalysisSpec.model_validate({"name": "a", "dataset_id": "d", "sheets": [
         {"id": "s", "visuals": [{"id": "t", "type": "table", "columns": ["one"]}]}]})  # fmt: skip
-    store = BiStore(where)
+    store = BiStore(db)
     try:
         store.put("datasource", DataSource("src", "Source", "cat", "primary", "root", when))
         columns = [Column("one", "integer", "measure"), Column("two", "integer", "measure")]
@@ -60,7 +44,7 @@ def test_records_round_trip_and_the_schema_is_versioned(where: str | Path) -> No
         store.put("dashboard", Dashboard("b", "Board 2", "a", analysis, 2, "root", when))
     finally:
         store.close()
-    again = BiStore(where)  # a second opening migrates nothing and reads the same
+    again = BiStore(db)  # a second opening migrates nothing and reads the same
     try:
         assert again.data_source("src") == DataSource("src", "Source", "cat", "primary", "root",
                                                       when)  # fmt: skip
