@@ -124,9 +124,22 @@ class RealtimeIndexer:
             from lakeward.storage.local import LocalStorage
 
             assert isinstance(self.storage, LocalStorage)
-            self._watcher = LakeWatcher(self.storage.base, self.submit)
-            self._watcher.start()
-            self.status.watching = str(self.storage.base)
+            watcher = LakeWatcher(self.storage.base, self.submit)
+            try:
+                watcher.start()
+            except OSError as exc:
+                # Most often the inotify watch limit (one watch per directory): the
+                # server runs on without the watcher rather than not at all.
+                log.error(
+                    "cannot watch %s for files written by other programs (%s); raise "
+                    "fs.inotify.max_user_watches, or index them with: lakeward erasure "
+                    "index build",
+                    self.storage.base,
+                    exc.strerror or exc,
+                )
+            else:
+                self._watcher = watcher
+                self.status.watching = str(self.storage.base)
         self.status.started_at = time.time()
 
     def stop(self) -> None:

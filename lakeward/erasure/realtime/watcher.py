@@ -94,7 +94,11 @@ class LakeWatcher:
         observer = Observer()
         observer.schedule(_Handler(self.base, self._sink), str(self.base), recursive=True)
         observer.daemon = True
-        observer.start()
+        try:
+            observer.start()
+        except OSError:
+            observer.stop()
+            raise
         self._observer = observer
 
     def stop(self) -> None:
