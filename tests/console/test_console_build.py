@@ -7,6 +7,7 @@ a query in the editor, paged through, and its CSV downloaded.
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,17 @@ def test_a_dataset_and_a_visual_built_from_scratch(de_page: Any, stack: Settings
         page.fill(f"input[name=op_a_{row}]", a)
         page.fill(f"input[name=op_b_{row}]", b)
         page.fill(f"input[name=op_c_{row}]", c)
+    # A conversion that fails on rows is reported with their count and examples.
+    page.select_option("select[name=op_kind_2]", "convert")
+    page.fill("input[name=op_a_2]", "country")
+    page.fill("input[name=op_b_2]", "integer")
     page.click("button[value=preview]")
+    issue = page.locator(".preview .flash.error").inner_text()
+    assert "30 row(s) of country" in issue, issue
+    assert any(name in issue for name in ("Italy", "Spain", "Germany")), issue
+    page.select_option("select[name=op_kind_2]", "")
+    page.click("button[value=preview]")
+    assert page.locator(".preview .flash.error").count() == 0
     preview = page.locator("#preview-table")
     assert preview.locator("th").all_inner_texts()[:2] == ["country\nstring", "day\ndate"]
     assert "30 rows" in page.locator(".preview h2").inner_text()  # 3 countries x 10 days
@@ -131,3 +142,14 @@ def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Pa
     page.click(".saved a:text('Italy, first 120 days')")
     assert 'ORDER BY "date" LIMIT 120' in page.locator("#sql").input_value()
     assert page.locator(".history li").first.inner_text().startswith("SELECT country")
+
+
+def test_a_running_query_is_cancelled(de_page: Any, stack: Settings) -> None:
+    page, base = de_page, server_url(stack)
+    page.goto(base + "/console/query")
+    page.fill("#sql", "SELECT count(*) FROM covid_cases a CROSS JOIN covid_cases b")
+    page.click("#run")
+    expect(page.locator("#status")).to_have_text(re.compile("RUNNING"), timeout=60_000)
+    page.click("#cancel")
+    expect(page.locator("#status")).to_have_text(re.compile("^CANCELLED"), timeout=60_000)
+    assert page.locator("#results").is_hidden()

@@ -292,6 +292,8 @@ def bi_router(console: Console) -> APIRouter:
             preview=preview,
             owner=owner,
             shares=shares,
+            can_refresh=owner == session.user
+            or console.may(session.user, "quicksight:CreateIngestion", found.arn),
             share_path="datasets",
             item_id=found.id,
         )
