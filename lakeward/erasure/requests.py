@@ -345,9 +345,10 @@ class RequestStore:
 
     def move(
         self, request_id: str, expected: str | Sequence[str], to_state: str, actor: str,
-        note: str = "", **values: Any,
+        note: str = "", *, user_ids: Sequence[str] | None = None, **values: Any,
     ) -> Request:  # fmt: skip
-        """Change the state if it is still ``expected``; else ``InvalidRequest``."""
+        """Change the state if it is still ``expected`` (and, if given, the request still
+        names exactly ``user_ids``); else ``InvalidRequest``."""
         allowed = [expected] if isinstance(expected, str) else list(expected)
         with self._writer.begin() as conn:
             row = conn.execute(
@@ -359,6 +360,8 @@ class RequestStore:
                 raise InvalidRequest(
                     f"erasure request {request_id} is {row.state}, not {' or '.join(allowed)}"
                 )
+            if user_ids is not None and json.loads(row.user_ids) != list(user_ids):
+                raise InvalidRequest(f"erasure request {request_id} was joined meanwhile")
             conn.execute(
                 update(requests_table)
                 .where(requests_table.c.id == request_id)

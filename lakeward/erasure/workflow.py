@@ -150,8 +150,8 @@ class ErasureWorkflow:
     def decide_by_link(self, request_id: str, token: str, principal: str | None) -> Request:
         """Apply the decision a link carries; ``LinkRefused`` (logged) when it is not good.
 
-        A signed-in ``principal`` must also be allowed ``erasure:Approve``; that, and
-        the request's state, are checked before the link is spent.
+        A signed-in ``principal`` must also be allowed ``erasure:Approve``; that is
+        checked before the link is spent.
         """
         try:
             current, claims = self.check_link(request_id, token)
@@ -160,12 +160,12 @@ class ErasureWorkflow:
             raise
         if principal is not None:
             self.access.authorize(APPROVE_ACTION, request_arn(request_id), principal=principal)
-        if current.state != AWAITING_APPROVAL:
-            raise InvalidRequest(f"erasure request {request_id} is {current.state} already")
         if not self.store.use_link(claims.nonce, request_id):
             replayed = approval.LinkRefused("this approval link was used already")
             self._refused(request_id, principal, replayed)
             raise replayed
+        if current.state != AWAITING_APPROVAL:
+            raise InvalidRequest(f"erasure request {request_id} is {current.state} already")
         actor = f"{principal} (link)" if principal else f"approval link {claims.nonce[:8]}"
         target = APPROVED if claims.decision == approval.APPROVE else REJECTED
         return self.store.move(request_id, AWAITING_APPROVAL, target, actor, "by approval link",
@@ -249,7 +249,11 @@ class ErasureWorkflow:
         digest = report.save(self.index.storage, self.bucket, current.id, doc)
         self.store.set_targets(current.id, [t.as_dict() for t in targets])
         note = f"{len(targets)} places to purge"
-        self.store.move(current.id, REQUESTED, REPORT_READY, WORKER, note, report_digest=digest)
+        try:
+            self.store.move(current.id, REQUESTED, REPORT_READY, WORKER, note,
+                            user_ids=current.user_ids, report_digest=digest)  # fmt: skip
+        except InvalidRequest:
+            return True  # joined by more ids while the report was made: make it again
         return True
 
     def _ask_approval(self, current: Request) -> bool:

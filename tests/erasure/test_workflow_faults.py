@@ -322,7 +322,10 @@ def test_outcome_goes_to_the_webhook_too(
     flow.reject(current.id, "test", "not a valid request")
     flow.run_pending()
     server.shutdown()
-    assert received == [{"request_id": current.id, "state": "REJECTED"}]
+    # (Outcomes of requests ended earlier in this module go out in the same run.)
+    assert [r for r in received if r["request_id"] == current.id] == [
+        {"request_id": current.id, "state": "REJECTED"}
+    ]
     assert flow.store.get(current.id).outcome_sent_at is not None
     assert any(current.id in m["Subject"] and "REJECTED" in m["Subject"] for m in mailbox.messages)
     flow.close()
