@@ -2,10 +2,14 @@
 
 A refresh writes ``bi/extracts/<dataset id>/<refresh id>.parquet`` in the data
 bucket through ``lakeward.storage`` (an atomic put: a reader sees a whole file
-or none), then points the dataset's extract record at it, then deletes the
-previous file. Visuals read the file back into memory once and keep it in a
-small LRU cache keyed by its URI, so a new refresh is picked up at once by
-every process, and a dashboard's visuals are computed by DuckDB over memory.
+or none), then points the dataset's extract record at it. The current and the
+previous file are kept (a reader that looked up the previous one a moment ago
+can still read it, as with the covid tables' versions); older ones go, once
+they are old enough not to be another process's refresh in flight.
+
+Visuals read the file back into memory once and keep it in a small LRU cache
+keyed by its URI, so a new refresh is picked up at once by every process, and
+a dashboard's visuals are computed by DuckDB over memory.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import io
 import threading
 import uuid
 from collections import OrderedDict
+from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,6 +35,7 @@ class ExtractFiles:
     def __init__(self, storage: Storage, bucket: str, cache_bytes: int = 512 * 1024 * 1024) -> None:
         self.storage = storage
         self.bucket = bucket
+        self.grace = timedelta(minutes=10)
         self.cache_bytes = cache_bytes
         self._cache: OrderedDict[str, pa.Table] = OrderedDict()
         self._lock = threading.Lock()
@@ -62,19 +68,26 @@ class ExtractFiles:
             self._remember(uri, table)
         return table
 
-    def remove_others(self, dataset_id: str, keep: str | None) -> int:
-        """Delete the dataset's extract files other than ``keep``; how many went."""
+    def prune(self, dataset_id: str, keep: set[str], grace: timedelta | None = None) -> int:
+        """Delete the dataset's extract files not in ``keep``; how many went.
+
+        Files younger than ``grace`` (default ``self.grace``) stay: another
+        process may have just written one and not yet recorded it.
+        """
+        grace = self.grace if grace is None else grace
+        cutoff = datetime.now(UTC) - grace
         removed = 0
         for info in list(self.storage.list(self.bucket, f"{PREFIX}/{dataset_id}/")):
             uri = self.storage.uri(self.bucket, info.key)
-            if uri != keep:
-                try:
-                    self.storage.delete(self.bucket, info.key)
-                    removed += 1
-                except ObjectNotFound:
-                    pass  # another process removed it first
-                with self._lock:
-                    self._cache.pop(uri, None)
+            if uri in keep or info.last_modified > cutoff:
+                continue
+            try:
+                self.storage.delete(self.bucket, info.key)
+                removed += 1
+            except ObjectNotFound:
+                pass  # another process removed it first
+            with self._lock:
+                self._cache.pop(uri, None)
         return removed
 
     def _key(self, uri: str) -> str:

@@ -247,7 +247,7 @@ class BiService(AnalysesAndDashboards):
                 f"dataset {dataset_id} is used by {', '.join(users)}; delete those first"
             )
         self.store.delete("dataset", dataset_id)
-        self.files.remove_others(dataset_id, keep=None)
+        self.files.prune(dataset_id, keep=set(), grace=timedelta(0))
 
     def preview_dataset(
         self, principal: str, dataset: str | DatasetSpec | dict[str, Any], limit: int = 100
@@ -347,6 +347,7 @@ class BiService(AnalysesAndDashboards):
             lock.release()
 
     def _store_extract(self, dataset: Dataset, shaped: Shaped, started: float) -> Extract:
+        before = self.store.extract(dataset.id)
         uri, size = self.files.write(dataset.id, shaped.table)
         extract = Extract(
             dataset_id=dataset.id,
@@ -360,7 +361,9 @@ class BiService(AnalysesAndDashboards):
             next_refresh=_next(dataset),
         )
         self.store.put("extract", extract)
-        self.files.remove_others(dataset.id, keep=uri)
+        current = self.store.extract(dataset.id)  # another process may have refreshed too
+        keep = {uri, before.uri if before else "", current.uri if current else ""}
+        self.files.prune(dataset.id, keep)
         return extract
 
     # -- rows ---------------------------------------------------------------

@@ -127,8 +127,28 @@ def test_scheduled_refresh_replaces_the_extract(
     assert second.uri != first.uri and second.last_refresh > first.last_refresh
     assert second.row_count == first.row_count
     storage = load_storage(stack)
-    keys = storage.keys(stack.lake.data_bucket, "bi/extracts/scheduled/")
-    assert [storage.uri(stack.lake.data_bucket, k) for k in keys] == [second.uri]
+    bucket = stack.lake.data_bucket
+
+    def files() -> set[str]:
+        return {storage.uri(bucket, k) for k in storage.keys(bucket, "bi/extracts/scheduled/")}
+
+    # The previous extract stays for readers that looked it up a moment ago.
+    assert files() == {first.uri, second.uri}
+    storage.put(bucket, "bi/extracts/scheduled/left-by-a-crash.parquet", b"PAR1")
+    bi.refresh_extract("root", "scheduled")
+    third = bi.get_extract("root", "scheduled")
+    assert files() == {
+        first.uri,
+        second.uri,
+        third.uri,
+        storage.uri(bucket, "bi/extracts/scheduled/left-by-a-crash.parquet"),
+    }  # all too young to go
+    bi.files.grace = timedelta(0)  # as if ten minutes had passed
+    try:
+        bi.refresh_extract("root", "scheduled")
+    finally:
+        bi.files.grace = timedelta(minutes=10)
+    assert files() == {third.uri, bi.get_extract("root", "scheduled").uri}
 
 
 def test_sharing_a_dashboard_does_not_share_its_data(
