@@ -89,3 +89,5 @@ def test_batch_build_equals_the_real_time_index(
     assert again.unchanged == again.objects - 1
     (found,) = service.find(["late"])
     assert [(h.location, h.positions) for h in found.holdings] == [(storage.uri(BUCKET, BIG), (1,))]
+    service.close()
+    realtime.close()
