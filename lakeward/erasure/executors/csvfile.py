@@ -12,7 +12,7 @@ import csv
 import gzip
 import io
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from lakeward.erasure.executors.base import (
     CSV,
@@ -26,34 +26,23 @@ from lakeward.erasure.mappers import composite_id
 from lakeward.errors import InputError, ObjectNotFound
 
 
-def records(text: str) -> Iterator[tuple[list[str], str]]:
-    """Each CSV record with its original text (including its line ending)."""
-    consumed: list[str] = []
-
-    def lines() -> Iterator[str]:
-        for line in io.StringIO(text, newline=""):
-            consumed.append(line)
-            yield line
-
-    for row in csv.reader(lines()):
-        raw = "".join(consumed)
-        consumed.clear()
-        yield row, raw
-
-
 def split_records(
     text: str, user_ids: Sequence[str], columns: Sequence[str], uri: str
 ) -> tuple[str, list[str], list[int]]:
     """The header's text, the kept records' texts, and the 1-based numbers of the ids' records.
 
     Records are numbered as the index numbers them: after the header, blank lines excluded.
+    The ``csv`` module reads the lines; ``line_num`` tells which lines each record
+    took, so a record is kept as its original lines, untouched.
     """
     wanted = set(user_ids)
-    rows = records(text)
-    try:
-        header, header_raw = next(rows)
-    except StopIteration:
+    # Split exactly as csv's own reading would (newline="" keeps \r\n and lone \r).
+    lines = io.StringIO(text, newline="").readlines()
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    if header is None:
         return "", [], []
+    header_end = reader.line_num
     names = [h.lstrip("\ufeff") if i == 0 else h for i, h in enumerate(header)]
     indexes = []
     for column in columns:
@@ -61,17 +50,22 @@ def split_records(
         if name not in names:
             raise InputError(f"{uri}: the header has no column {name!r}")
         indexes.append(names.index(name))
+    last = max(indexes)
     kept: list[str] = []
     removed: list[int] = []
     number = 0
-    for row, raw in rows:
+    start = header_end
+    for row in reader:
+        end = reader.line_num
         if row:
             number += 1
-            if len(row) > max(indexes) and composite_id([row[i] for i in indexes]) in wanted:
+            if len(row) > last and composite_id([row[i] for i in indexes]) in wanted:
                 removed.append(number)
+                start = end
                 continue
-        kept.append(raw)
-    return header_raw, kept, removed
+        kept.extend(lines[start:end])
+        start = end
+    return "".join(lines[:header_end]), kept, removed
 
 
 class CsvExecutor(Executor):
