@@ -68,7 +68,7 @@ class AnalysesAndDashboards:
         self._check_spec(caller, spec)
         created = now()
         analysis = Analysis(analysis_id, spec, caller.name, created, created)
-        self.store.put("analysis", analysis)
+        self.store.add("analysis", analysis)
         return with_arn(analysis, "analysis")
 
     def update_analysis(
@@ -139,7 +139,10 @@ class AnalysesAndDashboards:
             dashboard_id, (name or analysis.spec.name).strip()[:128] or dashboard_id,
             analysis_id, analysis.spec, version, owner, now(),
         )  # fmt: skip
-        self.store.put("dashboard", dashboard)
+        if existing is None:
+            self.store.add("dashboard", dashboard)
+        else:
+            self.store.put("dashboard", dashboard)
         return with_arn(dashboard, "dashboard")
 
     # -- dashboards ---------------------------------------------------------

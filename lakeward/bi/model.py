@@ -41,6 +41,8 @@ ImportMode = Literal["SPICE", "DIRECT_QUERY"]
 ShareRole = Literal["viewer", "owner"]
 Kind = Literal["datasource", "dataset", "analysis", "dashboard"]
 M = TypeVar("M", bound=BaseModel)
+KIND_NAMES = {"datasource": "data source", "dataset": "dataset", "analysis": "analysis",
+              "dashboard": "dashboard", "extract": "extract"}  # fmt: skip
 
 
 class _Spec(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 from lakeward.access import catalog_arn, quicksight_arn
 from lakeward.access.control import AccessControl, Identity
 from lakeward.bi.datasets import source_sql
-from lakeward.bi.model import DatasetSpec, DataSource, Kind, with_arn
+from lakeward.bi.model import KIND_NAMES, DatasetSpec, DataSource, Kind, with_arn
 from lakeward.bi.store import BiStore
 from lakeward.errors import AccessDenied, InvalidRequest, ResourceNotFound
 from lakeward.query.service import QueryService
@@ -38,8 +38,6 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 VIEWER_VERBS = ("Describe", "Pass", "Query")
 NOUNS = {"datasource": "DataSource", "dataset": "DataSet", "analysis": "Analysis",
          "dashboard": "Dashboard"}  # fmt: skip
-NAMES = {"datasource": "data source", "dataset": "dataset", "analysis": "analysis",
-         "dashboard": "dashboard"}  # fmt: skip
 
 
 class Owned(Protocol):
@@ -125,7 +123,7 @@ class Gate:
                 f"quicksight:{action}", quicksight_arn(kind, resource_id),
                 principal=caller.principal,
             )  # fmt: skip
-            raise ResourceNotFound(f"{NAMES[kind]} {resource_id} does not exist")
+            raise ResourceNotFound(f"{KIND_NAMES[kind]} {resource_id} does not exist")
         self.check(caller, kind, resource_id, found.owner, action)
         return found
 
@@ -136,7 +134,7 @@ class Gate:
             principal=caller.principal,
         )
         if self.store.exists(kind, resource_id):
-            raise InvalidRequest(f"a {NAMES[kind]} with id {resource_id} exists already")
+            raise InvalidRequest(f"a {KIND_NAMES[kind]} with id {resource_id} exists already")
 
     def check_catalog(self, caller: Caller, source: DataSource, what: str) -> None:
         """The caller's own right to the data: ``lakeward:UseCatalog`` on the catalog."""

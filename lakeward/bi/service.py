@@ -137,7 +137,7 @@ class BiService(AnalysesAndDashboards):
         if workgroup not in {g.name for g in self.queries.store.workgroups()}:
             raise InvalidRequest(f"workgroup: the SQL service has no workgroup {workgroup!r}")
         source = DataSource(source_id, name.strip(), catalog.lower(), workgroup, caller.name, now())
-        self.store.put("datasource", source)
+        self.store.add("datasource", source)
         return with_arn(source, "datasource")
 
     def get_data_source(self, principal: str, source_id: str) -> DataSource:
@@ -206,7 +206,7 @@ class BiService(AnalysesAndDashboards):
         shaped = self._shape(source, spec)
         created = now()
         dataset = Dataset(dataset_id, spec, caller.name, created, created, shaped.columns)
-        self.store.put("dataset", dataset)
+        self.store.add("dataset", dataset)
         if spec.import_mode == "SPICE":
             self._store_extract(dataset, shaped, time.monotonic())
         return with_arn(dataset, "dataset")

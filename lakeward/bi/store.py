@@ -32,9 +32,11 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine, RowMapping
+from sqlalchemy.exc import IntegrityError
 
 from lakeward.access.schema import open_engine, run_migrations, writer
 from lakeward.bi.model import (
+    KIND_NAMES,
     Analysis,
     AnalysisSpec,
     ConversionIssue,
@@ -49,6 +51,7 @@ from lakeward.bi.model import (
 from lakeward.bi.model import (
     Column as DatasetColumn,
 )
+from lakeward.errors import InvalidRequest
 
 metadata = MetaData()
 
@@ -203,6 +206,18 @@ class BiStore:
                 conn.execute(insert(table).values(**values))
             else:
                 conn.execute(update(table).where(key == values[key.name]).values(**values))
+
+    def add(self, kind: str, record: Any) -> None:
+        """Insert a new record; ``InvalidRequest`` if one with its id exists (even if it was
+        created a moment ago by another request)."""
+        table = _RECORDS[kind][0]
+        try:
+            with self._writer.begin() as conn:
+                conn.execute(insert(table).values(**_encode(table, record)))
+        except IntegrityError:
+            raise InvalidRequest(
+                f"a {KIND_NAMES[kind]} with id {record.id} exists already"
+            ) from None
 
     def get(self, kind: str, resource_id: str) -> Any:
         table = _RECORDS[kind][0]

@@ -9,16 +9,39 @@ Paths and bodies are listed in docs/bi.md.
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 
 from lakeward.access import current_principal, current_source
 from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, Session, Sessions
 from lakeward.bi.dashboards import Mode
 from lakeward.bi.model import Kind
 from lakeward.bi.service import BiService
-from lakeward.errors import InvalidRequest
+from lakeward.errors import InvalidRequest, PayloadTooLarge
 
-JsonBody = Annotated[dict[str, Any], Body()]
+MAX_BODY_BYTES = 1_048_576
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object, read up to ``MAX_BODY_BYTES`` (never buffering more)."""
+    too_large = PayloadTooLarge(f"request body too large: the limit is {MAX_BODY_BYTES} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise too_large
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > MAX_BODY_BYTES:
+            raise too_large
+    try:
+        value = json.loads(data or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    return value
+
+
+JsonBody = Annotated[dict[str, Any], Depends(_json_body)]
 _KINDS: dict[str, Kind] = {"data-sources": "datasource", "datasets": "dataset",
                            "analyses": "analysis", "dashboards": "dashboard"}  # fmt: skip
 

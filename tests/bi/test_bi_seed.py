@@ -168,6 +168,13 @@ def test_bad_requests_are_answered_in_the_one_error_shape(api: Callable[..., htt
         assert response.status_code == status, (params, response.text)
         assert response.json()["error"]["type"] == "InvalidRequest"
         assert message in response.json()["error"]["message"]
+    malformed = de.post(
+        "/datasets/preview", content=b"{", headers={"content-type": "application/json"}
+    )
+    assert malformed.status_code == 400
+    assert malformed.json()["error"]["message"].startswith("the request body is not valid JSON")
+    huge = de.post("/datasets/preview", content=b" " * 1_048_577)
+    assert huge.status_code == 413 and huge.json()["error"]["type"] == "PayloadTooLarge"
     missing = de.get("/dashboards/covid-19-cases/visuals/pie/series")
     assert missing.status_code == 404
     assert missing.json()["error"]["message"] == "dashboard COVID-19 cases has no visual pie"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 
 from lakeward.bi.model import (
@@ -20,6 +21,7 @@ from lakeward.bi.model import (
     Share,
 )
 from lakeward.bi.store import BiStore
+from lakeward.errors import InvalidRequest
 
 
 def test_records_round_trip_and_the_schema_is_versioned(db: str | Path) -> None:
@@ -31,7 +33,9 @@ def test_records_round_trip_and_the_schema_is_versioned(db: str | Path) -> None:
         {"id": "s", "visuals": [{"id": "t", "type": "table", "columns": ["one"]}]}]})  # fmt: skip
     store = BiStore(db)
     try:
-        store.put("datasource", DataSource("src", "Source", "cat", "primary", "root", when))
+        store.add("datasource", DataSource("src", "Source", "cat", "primary", "root", when))
+        with pytest.raises(InvalidRequest, match="a data source with id src exists already"):
+            store.add("datasource", DataSource("src", "Other", "cat", "primary", "u", when))
         columns = [Column("one", "integer", "measure"), Column("two", "integer", "measure")]
         store.put("dataset", Dataset("d", spec, "de_user", when, when, columns))
         issue = ConversionIssue("one", "convert to integer", 2, ["x", "y"])
