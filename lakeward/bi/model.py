@@ -394,6 +394,7 @@ class Series:
     source: Literal["extract", "live"]
     data: dict[str, Any]
     row_count: int
+    truncated: bool = False  # the visual's ``limit`` cut the points or rows short
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = _jsonable(asdict(self))

@@ -107,7 +107,7 @@ def compute_series(
         raise InvalidRequest(f"visual {visual.id}: {str(exc).splitlines()[0]}") from None
     finally:
         conn.close()
-    return Series(visual.id, visual.type, source, data, rows)
+    return Series(visual.id, visual.type, source, data, rows, truncated=rows >= visual.limit)
 
 
 def _map(

@@ -155,6 +155,10 @@ def test_lines_bars_and_tables() -> None:
                                "y": [2, 1, 2]}]  # fmt: skip
     table = series({"type": "table", "columns": ["country", "where"], "limit": 2})
     assert table == {"columns": ["country", "where"], "rows": [["US", "40.0, -100.0"]] * 2}
+    spec = parse(Visual, {"id": "v", "type": "table", "columns": ["country"], "limit": 2}, "v")
+    assert compute_series(CASES, COLUMNS, spec, [], "extract").truncated
+    assert not compute_series(CASES, COLUMNS, spec.model_copy(update={"limit": 9}), [],
+                              "extract").truncated  # fmt: skip
     with pytest.raises(InvalidRequest, match="visual v: x: field country is string, not date"):
         series({"type": "line", "x": "country", "y": "confirmed"})
     with pytest.raises(InvalidRequest, match="visual v: y: the dataset has no field 'deaths'"):

@@ -58,6 +58,7 @@ def test_the_map_shows_confirmed_cases_on_2020_09_10(api: Callable[..., httpx.Cl
 
 def test_the_line_chart_shows_italys_mortality_rate(api: Callable[..., httpx.Client]) -> None:
     result = series(api("de_user"), "mortality")
+    assert result["truncated"] is False  # every day of every line
     data = result["data"]
     assert isinstance(data, dict)
     lines = {line["name"]: line for line in data["series"]}
