@@ -154,8 +154,9 @@ class AnalysesAndDashboards:
     def get_dashboard(self, principal: str, dashboard_id: str) -> Dashboard:
         """The dashboard's definition (its data comes from ``dashboard_series``)."""
         caller = self.gate.caller(principal)
-        dashboard = self.gate.get(caller, "dashboard", dashboard_id, "DescribeDashboard",
-                              self.store.dashboard)  # fmt: skip
+        dashboard = self.gate.get(
+            caller, "dashboard", dashboard_id, "DescribeDashboard", self.store.dashboard
+        )
         return with_arn(dashboard, "dashboard")
 
     def delete_dashboard(self, principal: str, dashboard_id: str) -> None:
@@ -169,8 +170,9 @@ class AnalysesAndDashboards:
     ) -> Series:  # fmt: skip
         """One visual's data; ``filters`` (the viewer's controls) replace saved ones on a field."""
         caller = self.gate.caller(principal)
-        dashboard = self.gate.get(caller, "dashboard", dashboard_id, "QueryDashboard",
-                              self.store.dashboard)  # fmt: skip
+        dashboard = self.gate.get(
+            caller, "dashboard", dashboard_id, "QueryDashboard", self.store.dashboard
+        )
         return self._definition_series(
             caller, dashboard.definition, visual_id, filters, mode,
             f"dashboard {dashboard.name}", data_check=not self.settings.bi.sharing_grants_data,

@@ -142,8 +142,9 @@ class BiService(AnalysesAndDashboards):
 
     def get_data_source(self, principal: str, source_id: str) -> DataSource:
         caller = self.gate.caller(principal)
-        source = self.gate.get(caller, "datasource", source_id, "DescribeDataSource",
-                           self.store.data_source)  # fmt: skip
+        source = self.gate.get(
+            caller, "datasource", source_id, "DescribeDataSource", self.store.data_source
+        )
         return with_arn(source, "datasource")
 
     def delete_data_source(self, principal: str, source_id: str) -> None:
@@ -164,8 +165,9 @@ class BiService(AnalysesAndDashboards):
         both ``lakeward:UseCatalog`` and ``s3:GetObject`` on the data are tried.
         """
         caller = self.gate.caller(principal)
-        source = self.gate.get(caller, "datasource", source_id, "UpdateDataSource",
-                           self.store.data_source)  # fmt: skip
+        source = self.gate.get(
+            caller, "datasource", source_id, "UpdateDataSource", self.store.data_source
+        )
         try:
             self.role_queries.run(source, f'SHOW DATABASES IN "{source.catalog}"')
             table = self.role_queries.any_table(source)
@@ -179,8 +181,9 @@ class BiService(AnalysesAndDashboards):
         return with_arn(source, "datasource")
 
     def _usable_source(self, caller: Caller, source_id: str) -> DataSource:
-        source = self.gate.get(caller, "datasource", source_id, "PassDataSource",
-                           self.store.data_source)  # fmt: skip
+        source = self.gate.get(
+            caller, "datasource", source_id, "PassDataSource", self.store.data_source
+        )
         return source
 
     # -- datasets -----------------------------------------------------------
