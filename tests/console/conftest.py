@@ -22,14 +22,14 @@ CHROMIUM = "/usr/bin/chromium"
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    need(Path(CHROMIUM).is_file() or shutil.which("chromium") is not None,
-         "Chromium is not installed (apt install chromium)")  # fmt: skip
+    executable = shutil.which("chromium") or CHROMIUM
+    need(Path(executable).is_file(), "Chromium is not installed (apt install chromium)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         need(False, "playwright is not installed: pip install playwright")
     with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM)
+        launched = playwright.chromium.launch(executable_path=executable)
         yield launched
         launched.close()
 
