@@ -198,8 +198,16 @@ class ChaosReport:
                 "failover latency (kill -> next successful call on another node, "
                 f"{len(latencies)} thread-kills): p50 {p50:.1f} ms, max {worst:.1f} ms"
             )
-        if self.spark:
-            lines.append(f"spark: longest query across a kill {self.spark_stall():.2f} s")
+        durations = [
+            float(s["end"]) - float(s["start"])  # type: ignore[arg-type]
+            for s in self.spark
+            if "end" in s
+        ]
+        if durations:
+            lines.append(
+                f"spark: {len(durations)} queries, p50 {statistics.median(durations):.2f} s; "
+                f"longest across a kill {self.spark_stall():.2f} s"
+            )
         return "\n".join(lines)
 
 
