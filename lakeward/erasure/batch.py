@@ -93,12 +93,21 @@ class _Target:
         return self.info.uri
 
 
-def canonical_path(path: str) -> str:
-    """A file path as Spark reports it, in the form ``_spark_path`` writes it."""
-    text = unquote(path)  # Hadoop's URI form: '%' and spaces escaped, '+' and '=' kept
-    if text.startswith("file:"):
-        return "file:///" + text[len("file:") :].lstrip("/")
-    return text
+def _file_form(path: str) -> str:
+    # Hadoop writes local paths as file:/x, file:///x is how _spark_path writes them.
+    if path.startswith("file:"):
+        return "file:///" + path[len("file:") :].lstrip("/")
+    return path
+
+
+def canonical_path(reported: str) -> str:
+    """A path as Spark reports it (``_metadata.file_path``), as ``_spark_path`` wrote it.
+
+    Spark reports Hadoop's URI form ('%' and spaces escaped, '+' and '=' kept), so it is
+    unquoted; the paths given to Spark are raw and are never unquoted, which keeps
+    ``a%20b`` and ``a b`` two objects.
+    """
+    return _file_form(unquote(reported))
 
 
 class BatchIndexBuild:
@@ -227,7 +236,7 @@ class BatchIndexBuild:
         self, mapper: DatasetMapper, targets: list[_Target], report: BuildReport
     ) -> list[_Target]:
         """Index objects on Spark; returns those the driver must index instead."""
-        by_path = {canonical_path(self._spark_path(t.info)): t for t in targets}
+        by_path = {_file_form(self._spark_path(t.info)): t for t in targets}
         staging = self._staging / uuid.uuid4().hex
         leftovers: list[_Target] = []
         started = time.monotonic()

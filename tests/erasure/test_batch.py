@@ -64,6 +64,11 @@ def test_batch_build_equals_the_real_time_index(
         bad = "gdpr/reviews/json/year=2024/month=06/day=02/bad.jsonl"
         storage.put(BUCKET, bad, b'{"user_id": "u1"}\nnot json\n')
         storage.put(BUCKET, "gdpr/reviews/json/year=2024/month=06/day=02/empty.jsonl", b"")
+        # Names Hadoop escapes or globs: a space, a literal "%20", brackets and braces.
+        odd = "gdpr/reviews/json/year=2024/month=06/day=03/"
+        storage.put(BUCKET, odd + "a b.jsonl", b'{"user_id": "space"}\n')
+        storage.put(BUCKET, odd + "a%20b.jsonl", b'\n{"user_id": "percent"}\n')
+        storage.put(BUCKET, odd + "c[1]{x}*.jsonl", b'{"user_id": "glob"}\n')
         assert indexer.wait_idle(60)
     expected = snapshot(realtime.store)
     assert len(expected) > 30
