@@ -182,15 +182,10 @@ class AnalysesAndDashboards:
         self, caller: Caller, spec: AnalysisSpec, visual_id: str,
         filters: Sequence[Filter | dict[str, Any]], mode: Mode, what: str, *, data_check: bool,
     ) -> Series:  # fmt: skip
-        for sheet in spec.sheets:
-            for visual in sheet.visuals:
-                if visual.id == visual_id:
-                    break
-            else:
-                continue
-            break
-        else:
+        found = next(((s, v) for s in spec.sheets for v in s.visuals if v.id == visual_id), None)
+        if found is None:
             raise ResourceNotFound(f"{what} has no visual {visual_id}")
+        sheet, visual = found
         dataset = self.store.dataset(spec.dataset_id)
         source = self.store.data_source(dataset.spec.data_source_id) if dataset else None
         if dataset is None or source is None:
