@@ -121,6 +121,12 @@ def test_a_session_cannot_be_used_after_sign_out(stack: Settings) -> None:
     assert replay.status_code == 303 and "/console/login" in replay.headers["location"]
     api = httpx.get(server_url(stack) + "/api/bi/dashboards", cookies={"lakeward_session": stolen})
     assert api.status_code == 401
+    editor_api = httpx.get(
+        server_url(stack) + "/console/api/query/any", cookies={"lakeward_session": stolen}
+    )
+    assert (
+        editor_api.status_code == 401 and "sign in again" in editor_api.json()["error"]["message"]
+    )
 
 
 def test_state_changes_need_the_csrf_token(stack: Settings) -> None:

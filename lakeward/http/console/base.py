@@ -145,7 +145,11 @@ class Console:
         return HTMLResponse(page, status_code=status, headers=SECURITY_HEADERS)
 
     def error_page(self, request: Request, exc: LakewardError) -> Response:
-        if isinstance(exc, Unauthenticated) and request.method in SAFE_METHODS:
+        if (
+            isinstance(exc, Unauthenticated)
+            and request.method in SAFE_METHODS
+            and not wants_json(request)
+        ):
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(
                 f"{PREFIX}/login?next={quote(target, safe='')}", status_code=303
