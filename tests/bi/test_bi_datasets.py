@@ -12,7 +12,7 @@ import pytest
 
 from lakeward.bi.service import BiService
 from lakeward.config import Settings
-from lakeward.errors import AccessDenied, LakewardError
+from lakeward.errors import AccessDenied, InvalidRequest, LakewardError
 from lakeward.storage import load_storage
 from tests.bi import jhu
 
@@ -277,3 +277,24 @@ def test_a_failed_refresh_keeps_the_previous_extract(
     shown = bi.dataset_series("root", "kept", table)  # the previous file still serves
     assert shown.source == "extract" and shown.row_count == before.row_count
     assert bi.refresh_extract("root", "kept").status == "COMPLETED"
+
+
+def test_a_table_picked_and_queried_live(bi: BiService, cleanup: list[tuple[str, str]]) -> None:
+    definition = {"name": "deaths", "data_source_id": "demo_hive_metastore",
+                  "table": "default.covid_deaths", "import_mode": "DIRECT_QUERY"}  # fmt: skip
+    dataset = bi.create_dataset("root", "picked", definition)
+    cleanup.append(("dataset", "picked"))
+    assert {c.name for c in dataset.columns} >= {"country", "date", "deaths", "new_deaths"}
+    assert bi.get_extract("root", "picked").status == "NONE"
+    bars = {"id": "b", "type": "bar", "x": "country", "y": "deaths", "filters": [
+        {"type": "time_range", "field": "date", "start": "2020-09-10T00:00:00",
+         "end": "2020-09-11T00:00:00"},
+        {"type": "category", "field": "country", "values": ["Italy", "Brazil"]}]}  # fmt: skip
+    shown = bi.dataset_series("root", "picked", bars)
+    assert shown.source == "live"
+    assert dict(zip(shown.data["series"][0]["x"], shown.data["series"][0]["y"], strict=True)) == {
+        "Brazil": jhu.count("deaths", "Brazil"), "Italy": jhu.count("deaths", "Italy")}  # fmt: skip
+    with pytest.raises(InvalidRequest, match="queries live"):
+        bi.refresh_extract("root", "picked")
+    with pytest.raises(InvalidRequest, match="has no extract yet"):
+        bi.dataset_series("root", "picked", bars, mode="extract")
