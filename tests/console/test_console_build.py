@@ -74,10 +74,16 @@ def test_a_dataset_and_a_visual_built_from_scratch(de_page: Any, stack: Settings
     preview = page.locator("#preview-table")
     assert preview.locator("th").all_inner_texts()[:2] == ["country\nstring", "day\ndate"]
     assert "30 rows" in page.locator(".preview h2").inner_text()  # 3 countries x 10 days
+    page.fill("input[name=refresh_interval_minutes]", "2")
+    page.click("button[value=create]")
+    assert "refresh_interval_minutes" in page.locator(".flash.error").inner_text()
+    page.fill("input[name=refresh_interval_minutes]", "1440")  # the form kept the rest
     page.click("button[value=create]")
     assert f"/console/datasets/{dataset_id}?done=" in page.url
     extract = page.locator("#extract").inner_text()
     assert "COMPLETED" in extract and "30" in extract
+    scheduled = page.locator("#extract tr", has_text="Next scheduled refresh").inner_text()
+    assert re.search(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", scheduled), scheduled
 
     page.click("text=New analysis")
     page.fill("input[name=id]", analysis_id)

@@ -73,6 +73,10 @@ def dataset_spec_from(form: Mapping[str, Any]) -> tuple[dict[str, Any], list[dic
     }
     if _text(form, "database"):
         spec["database"] = _text(form, "database")
+    interval = _text(form, "refresh_interval_minutes")
+    if interval:
+        # A number or not, the model's check names the field and its range.
+        spec["refresh_interval_minutes"] = int(interval) if interval.isdigit() else interval
     if _text(form, "source_kind") == "table":
         spec["table"] = _text(form, "table")
     else:
