@@ -287,6 +287,9 @@ class ErasureSettings(_Section):
     )
     webhook_url: str | None = Field(default=None, description="Outcomes are POSTed here too")
     purge_workers: int = Field(default=4, ge=1, le=64, description="Objects purged at once")
+    run_worker: bool = Field(
+        default=True, description="The server takes the workflow's steps (reports, purges) too"
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -216,11 +216,15 @@ class ErasureWorkflow:
         return steps
 
     def run_forever(self, stop: threading.Event, poll: float = 1.0) -> None:
+        """Take steps until ``stop`` is set, looking for work every ``poll`` seconds."""
         while not stop.is_set():
             try:
                 self.run_pending()
             except LakewardError as exc:
                 log.error("erasure worker: %s", exc)
+            except Exception:
+                # A worker outlives any one bad step; the request is tried again next round.
+                log.exception("erasure worker: unexpected error")
             stop.wait(poll)
 
     def step(self, request_id: str) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -72,6 +74,19 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(erasure_router(erasure, access))
     erasure_flow = ErasureWorkflow(settings, index=erasure, access=access)
     app.state.erasure_workflow = erasure_flow  # the console's erasure pages use it
+    if settings.erasure.run_worker:
+        # Approvals arrive here, so the server also takes the steps that follow them.
+        stop_worker = threading.Event()
+        worker = threading.Thread(
+            target=erasure_flow.run_forever, args=(stop_worker,), name="erasure-worker"
+        )
+        app.router.add_event_handler("startup", worker.start)
+
+        def stop_erasure_worker() -> None:
+            stop_worker.set()
+            worker.join(timeout=60)
+
+        app.router.add_event_handler("shutdown", stop_erasure_worker)
     app.router.add_event_handler("shutdown", erasure_flow.close)
     app.include_router(erasure_requests_router(erasure_flow, access, sessions))
     app.include_router(events_router(access))

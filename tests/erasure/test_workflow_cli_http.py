@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -92,7 +94,8 @@ def test_rest_api_requests_lists_and_stops(stack: tuple[Path, Mailbox, list[str]
     data_dir, _, users = stack
     settings = load_settings(
         data_dir=data_dir, config_file=data_dir / "lakeward.toml", env={},
-        overrides={"api.access_key_id": KEY, "api.secret_access_key": SECRET},
+        overrides={"api.access_key_id": KEY, "api.secret_access_key": SECRET,
+                   "erasure.run_worker": False},  # this test takes every step itself
     )  # fmt: skip
     with TestClient(create_app(settings)) as client:
         assert client.post("/erasure/requests", json={"user_ids": [users[3]]}).status_code == 401
@@ -112,3 +115,34 @@ def test_rest_api_requests_lists_and_stops(stack: tuple[Path, Mailbox, list[str]
         assert [h["to"] for h in detail["history"]] == ["REQUESTED", "REQUESTED", "STOPPED"]
         bad = signed(client, "POST", f"/erasure/requests/{request_id}/approve")
         assert bad.status_code == 400 and "STOPPED" in bad.json()["error"]["message"]
+
+
+def wait_for_state(client: TestClient, request_id: str, state: str) -> dict[str, object]:
+    """The request once the server's worker has brought it to ``state`` (bounded wait)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        current = signed(client, "GET", f"/erasure/requests/{request_id}").json()
+        if current["state"] == state:
+            return dict(current)
+        time.sleep(0.2)
+    raise AssertionError(f"request {request_id} is {current['state']}, not {state}")
+
+
+def test_the_server_runs_the_workflow(stack: tuple[Path, Mailbox, list[str]]) -> None:
+    data_dir, mailbox, users = stack
+    settings = load_settings(
+        data_dir=data_dir, config_file=data_dir / "lakeward.toml", env={},
+        overrides={"api.access_key_id": KEY, "api.secret_access_key": SECRET},
+    )  # fmt: skip
+    with TestClient(create_app(settings)) as client:
+        body = json.dumps({"user_ids": [users[5]]}).encode()
+        request_id = signed(client, "POST", "/erasure/requests", body).json()["id"]
+        waiting = wait_for_state(client, request_id, "AWAITING_APPROVAL")
+        assert waiting["approval_sent_at"]
+        [mail] = [m for m in mailbox.messages if request_id in str(m["Subject"])]
+        link = urlsplit(mailbox.links(mail)["approve"])
+        token = link.query.removeprefix("token=")
+        assert "Approve this erasure" in client.get(link.path, params={"token": token}).text
+        assert "APPROVED" in client.post(link.path, data={"token": token}).text
+        done = wait_for_state(client, request_id, "COMPLETED")
+        assert all(t["outcome"]["remaining"] == 0 for t in done["targets"])  # type: ignore[attr-defined]
