@@ -94,8 +94,7 @@ def test_rest_api_requests_lists_and_stops(stack: tuple[Path, Mailbox, list[str]
     data_dir, _, users = stack
     settings = load_settings(
         data_dir=data_dir, config_file=data_dir / "lakeward.toml", env={},
-        overrides={"api.access_key_id": KEY, "api.secret_access_key": SECRET,
-                   "erasure.run_worker": False},  # this test takes every step itself
+        overrides={"api.access_key_id": KEY, "api.secret_access_key": SECRET},
     )  # fmt: skip
     with TestClient(create_app(settings)) as client:
         assert client.post("/erasure/requests", json={"user_ids": [users[3]]}).status_code == 401
@@ -132,7 +131,8 @@ def test_the_server_runs_the_workflow(stack: tuple[Path, Mailbox, list[str]]) ->
     data_dir, mailbox, users = stack
     settings = load_settings(
         data_dir=data_dir, config_file=data_dir / "lakeward.toml", env={},
-        overrides={"api.access_key_id": KEY, "api.secret_access_key": SECRET},
+        overrides={"api.access_key_id": KEY, "api.secret_access_key": SECRET,
+                   "erasure.run_worker": True},
     )  # fmt: skip
     with TestClient(create_app(settings)) as client:
         body = json.dumps({"user_ids": [users[5]]}).encode()

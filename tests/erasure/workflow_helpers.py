@@ -92,6 +92,8 @@ def workflow_settings(data_dir: Path, smtp_port: int, database_url: str | None =
         f"approvers = {json.dumps(APPROVERS)}",
         'public_url = "http://lakeward.test"',
         "purge_workers = 2",
+        # Tests take the steps themselves; one that wants the server's worker turns it on.
+        "run_worker = false",
     ]
     if database_url:
         lines.append(f"database_url = {json.dumps(database_url)}")
