@@ -8,8 +8,10 @@ class into the server's configuration, and how to talk to a running server
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
+import re
 import signal
 import stat
 import subprocess
@@ -18,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
+from urllib.parse import quote
 
 from lakeward.databases.classes import InstanceClass
 from lakeward.errors import InvalidRequest, StackError
@@ -104,6 +107,27 @@ class Account:
                 )
 
 
+@functools.cache
+def binary_version(binary: Path, pattern: str) -> str | None:
+    """The version a server binary reports with ``--version`` (the first group of ``pattern``)."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return None
+    match = re.search(pattern, out.stdout)
+    return match.group(1) if match else None
+
+
+def replace_config_file(target: Path, lines: list[str], account: Account | None) -> None:
+    """Replace a server's config file whole; readable by the server, writable by us only."""
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.chmod(0o644)  # MariaDB ignores a world-writable config file
+    if account:
+        account.give(tmp)
+    tmp.replace(target)
+
+
 def run_tool(
     argv: Sequence[str],
     what: str,
@@ -148,6 +172,7 @@ class Engine(ABC):
     default_master: str  # RDS's default master user name for the engine
     server_account: str  # who the server runs as when lakeward runs as root
     shutdown_signal: signal.Signals = signal.SIGTERM
+    url_scheme: str  # of connection_url's URLs
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -223,9 +248,10 @@ class Engine(ABC):
     def dump(self, endpoint: Endpoint, master: MasterCredentials, target: Path) -> None:
         """Dump every user database of the server into the SQL file ``target``."""
 
-    @abstractmethod
     def url(self, endpoint: Endpoint, master: MasterCredentials, database: str) -> str:
         """A database URL with the master credentials."""
+        user, password = quote(master.username, safe=""), quote(master.password, safe="")
+        return f"{self.url_scheme}://{user}:{password}@{endpoint}/{database}"
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -192,7 +192,8 @@ class Instances:
         record = self.registry.get(name)
         info = self._info(record)
         if info.status != "available":
-            raise StackError(f"database instance {name} is {info.status}; {info.status_reason}")
+            why = f"; {info.status_reason}" if info.status_reason else ""
+            raise StackError(f"database instance {name} is {info.status}{why}")
         eng, master = load_engine(record.engine), self.credentials(name)
         endpoint = Endpoint(record.host, record.port)
         eng.ensure_database(endpoint, master, database)

@@ -7,14 +7,10 @@ in its ``server`` column. A registered ``mysql`` endpoint may be a real MySQL.
 
 from __future__ import annotations
 
-import functools
-import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from lakeward.databases.base import (
     LOCALHOST,
@@ -22,6 +18,8 @@ from lakeward.databases.base import (
     Endpoint,
     Engine,
     MasterCredentials,
+    binary_version,
+    replace_config_file,
     run_tool,
 )
 from lakeward.databases.classes import InstanceClass
@@ -36,16 +34,6 @@ def _find(name: str, fallback: str) -> Path | None:
     return Path(found) if found else None
 
 
-@functools.cache
-def _server_version(mariadbd: Path) -> str | None:
-    try:
-        out = subprocess.run([mariadbd, "--version"], capture_output=True, text=True, timeout=30)
-    except OSError:
-        return None
-    match = re.search(r"Ver (\d+\.\d+\.\d+)", out.stdout)
-    return match.group(1) if match else None
-
-
 def _quote(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
@@ -55,6 +43,7 @@ class MariadbEngine(Engine):
     default_port = 3307  # 3306 is usually the machine's own server
     default_master = "admin"
     server_account = "mysql"
+    url_scheme = "mysql"  # for SQLAlchemy with PyMySQL: mysql+pymysql://
 
     @property
     def mariadbd(self) -> Path | None:
@@ -66,7 +55,9 @@ class MariadbEngine(Engine):
 
     def installed(self) -> dict[str, str]:
         binary = self.mariadbd
-        full = _server_version(binary) if binary and self.install_db else None
+        full = (
+            binary_version(binary, r"Ver (\d+\.\d+\.\d+)") if binary and self.install_db else None
+        )
         return {full.rsplit(".", 1)[0]: full} if full else {}
 
     def version_note(self) -> str:
@@ -150,11 +141,7 @@ class MariadbEngine(Engine):
         }
         lines = [f"# instance class {klass.name}: {klass.summary}", "[mariadbd]"]
         lines += [f"{key} = {value}" for key, value in settings.items()]
-        target = root / "my.cnf"
-        tmp = target.with_name("my.cnf.tmp")
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        tmp.chmod(0o644)  # the server refuses a world-writable file, and must read it
-        tmp.replace(target)
+        replace_config_file(root / "my.cnf", lines, account)
 
     def server_command(self, root: Path, major: str) -> list[str]:
         return [str(self.mariadbd), f"--defaults-file={root / 'my.cnf'}"]
@@ -232,7 +219,3 @@ class MariadbEngine(Engine):
             "final snapshot",
             env={"MYSQL_PWD": master.password},
         )
-
-    def url(self, endpoint: Endpoint, master: MasterCredentials, database: str) -> str:
-        user, password = quote(master.username, safe=""), quote(master.password, safe="")
-        return f"mysql://{user}:{password}@{endpoint}/{database}"

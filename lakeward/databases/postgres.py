@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import re
 import signal
 import subprocess
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from lakeward.databases.base import (
     LOCALHOST,
@@ -18,6 +15,8 @@ from lakeward.databases.base import (
     Endpoint,
     Engine,
     MasterCredentials,
+    binary_version,
+    replace_config_file,
     run_tool,
 )
 from lakeward.databases.classes import InstanceClass
@@ -27,16 +26,6 @@ PG_ROOT = Path("/usr/lib/postgresql")
 CONFIG = "lakeward.conf"  # included from postgresql.conf; rewritten on each class change
 
 
-@functools.cache
-def _full_version(postgres: Path) -> str | None:
-    try:
-        out = subprocess.run([postgres, "--version"], capture_output=True, text=True, timeout=30)
-    except OSError:
-        return None
-    match = re.search(r"\(PostgreSQL\) (\d+(?:\.\d+)*)", out.stdout)
-    return match.group(1) if match else None
-
-
 class PostgresEngine(Engine):
     server_name = "PostgreSQL"
     default_port = 5433  # 5432 is usually the machine's own server
@@ -44,6 +33,7 @@ class PostgresEngine(Engine):
     server_account = "postgres"
     # SIGINT is PostgreSQL's fast shutdown: sessions are ended, not waited for.
     shutdown_signal = signal.SIGINT
+    url_scheme = "postgresql"  # SQLAlchemy 2.1 reads it with psycopg 3
 
     def bin(self, major: str, tool: str) -> Path:
         return PG_ROOT / major / "bin" / tool
@@ -52,7 +42,7 @@ class PostgresEngine(Engine):
         found = {}
         for initdb in PG_ROOT.glob("*/bin/initdb"):
             major = initdb.parent.parent.name
-            full = _full_version(initdb.parent / "postgres")
+            full = binary_version(initdb.parent / "postgres", r"\(PostgreSQL\) (\d+(?:\.\d+)*)")
             if full:
                 found[major] = full
         return found
@@ -120,12 +110,7 @@ class PostgresEngine(Engine):
         }
         lines = [f"# instance class {klass.name}: {klass.summary}"]
         lines += [f"{key} = '{value}'" for key, value in settings.items()]
-        target = root / "data" / CONFIG
-        tmp = target.with_name(CONFIG + ".tmp")
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        if account:
-            account.give(tmp)
-        tmp.replace(target)
+        replace_config_file(root / "data" / CONFIG, lines, account)
 
     def server_command(self, root: Path, major: str) -> list[str]:
         return [str(self.bin(major, "postgres")), "-D", str(root / "data")]
@@ -198,7 +183,3 @@ class PostgresEngine(Engine):
             "final snapshot",
             env={"PGPASSWORD": master.password, "PGCONNECT_TIMEOUT": "10"},
         )
-
-    def url(self, endpoint: Endpoint, master: MasterCredentials, database: str) -> str:
-        user, password = quote(master.username, safe=""), quote(master.password, safe="")
-        return f"postgresql://{user}:{password}@{endpoint}/{database}"

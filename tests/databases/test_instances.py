@@ -6,6 +6,9 @@ this suite covers both of MariaDB's engine names' shared code through ``mysql``.
 
 from __future__ import annotations
 
+import json
+import os
+import pwd
 import socket
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -14,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from lakeward.config import load_settings
 from lakeward.databases import Instances
 from lakeward.errors import LakewardError
-from tests.databases.conftest import Created, create_instance
+from tests.databases.conftest import Created, create_instance, need_engine
+from tests.helpers import lakeward
 
 SETTINGS = {  # what each class must set, as the server reports it
     "postgres": {
@@ -103,6 +108,15 @@ def test_describe_shows_an_available_instance_on_loopback(instance: Created) -> 
     assert host == "127.0.0.1"
     # 127.0.0.1 only, in /proc/net/tcp's byte order; nothing on any other address
     assert listening_addresses(int(port)) == {"0100007F"}
+    # As root, the server runs as the engine's own system account, never as root.
+    record = json.loads(
+        (instance.data_dir / "databases" / instance.name / "server.pid").read_text()
+    )
+    owner = Path(f"/proc/{record['pid']}").stat().st_uid
+    expected = os.geteuid()
+    if expected == 0:
+        expected = pwd.getpwnam("postgres" if instance.engine == "postgres" else "mysql").pw_uid
+    assert owner == expected != 0
     table = instance.cli("describe").stdout
     assert instance.name in table and "available" in table
     if instance.engine == "mysql":
@@ -295,3 +309,21 @@ def json_of(result: Any) -> dict[str, Any]:
 
     found: list[dict[str, Any]] = json.loads(result.stdout)
     return found[0]
+
+
+def test_as_root_a_data_dir_the_server_account_cannot_enter_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root hands the server to another account")
+    need_engine("postgres")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    failed = lakeward("db", "create", "db1", "--engine", "postgres",
+                      data_dir=private / "data", check=False)  # fmt: skip
+    message = " ".join(failed.stderr.split())
+    assert failed.returncode != 0
+    # The first directory on the way that others may not enter (private, or one above it).
+    on_the_way = [*reversed(private.parents), private]
+    blocked = next(p for p in on_the_way if not p.stat().st_mode & 0o001)
+    assert f"'postgres' cannot enter {blocked} (mode " in message
+    assert f"chmod o+x {blocked}" in message
+    assert Instances(load_settings(data_dir=private / "data", env={})).describe() == []
