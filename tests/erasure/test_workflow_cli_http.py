@@ -57,10 +57,9 @@ def test_request_approve_purge_and_vacuum_from_the_command_line(
     run(data_dir, "worker", "--once")
     status = json.loads(run(data_dir, "status", real["request_id"], "--output", "json")["stdout"])
     assert status["state"] == "AWAITING_APPROVAL" and status["targets"]
-    dry_status = run(data_dir, "status", dry["request_id"])
-    assert dry_status["state"] == "REPORT_READY" and dry_status["dry_run"] == "true"
-    listed = run(data_dir, "list")["stdout"]
-    assert real["request_id"] in listed and dry["request_id"] in listed
+    listed = run(data_dir, "list")["stdout"].splitlines()
+    assert any(dry["request_id"] in line and "REPORT_READY" in line for line in listed)
+    assert any(real["request_id"] in line and "AWAITING_APPROVAL" in line for line in listed)
     assert run(data_dir, "approve", real["request_id"])["state"] == "APPROVED"
     run(data_dir, "worker", "--once")
     done = run(data_dir, "status", real["request_id"])
@@ -78,8 +77,6 @@ def test_command_line_errors_are_plain(stack: tuple[Path, Mailbox, list[str]]) -
         missing["returncode"] != "0" and "no erasure request 'no-such-request'" in missing["stderr"]
     )
     assert "Traceback" not in missing["stderr"]
-    late = run(data_dir, "stop", "no-such-request", check=False)
-    assert "Traceback" not in late["stderr"]
 
 
 def signed(client: TestClient, method: str, path: str, body: bytes = b"") -> httpx.Response:
