@@ -298,10 +298,18 @@ class Stack:
             nodes += [MetastoreNode(self.settings, index=i) for i in extra]
         return {node.process.name: node.stop() for node in nodes}
 
+    def stop_database_instances(self) -> None:
+        """Stop the data dir's local database servers (``up`` starts the metastore's again)."""
+        if (self.settings.data_dir / "databases").is_dir():
+            from lakeward.databases import Instances
+
+            Instances(self.settings).stop_all()
+
     def down(self, retain_data: bool = False) -> None:
         """Stop every process; unless ``retain_data``, delete the stack's data too."""
         self.server_process.stop()
         self.stop_metastore()
+        self.stop_database_instances()
         if retain_data:
             return
         if self.settings.lake_root.startswith("s3://"):
