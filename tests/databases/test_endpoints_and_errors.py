@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from lakeward.access.control import AccessControl
 from lakeward.config import load_settings
 from lakeward.databases import Instances
 from lakeward.errors import LakewardError
@@ -180,3 +181,34 @@ def test_a_taken_name_and_unknown_instances(data_dir: Path) -> None:
                     data_dir=data_dir, check=False)  # fmt: skip
     assert both.returncode != 0 and "not both" in both.stderr
     instances.delete("taken", final_snapshot=None)
+
+
+def test_db_commands_are_authorized_and_audited(data_dir: Path) -> None:
+    """An IAM user may describe instances, by policy, and may not read a master password."""
+    endpoint, user = SERVERS["postgres"]
+    need(server_up(endpoint), f"no PostgreSQL server at {endpoint}")
+    settings = load_settings(data_dir=data_dir, env={})
+    access = AccessControl(settings)
+    Instances(settings, secrets=access.secrets).create(
+        "shared", "postgres", endpoint=endpoint, master_username=user
+    )
+    access.principals.create_user("analyst")
+    key_id, secret = access.principals.create_access_key("analyst")
+    policy = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "rds:Describe*", "Resource": "arn:lakeward:rds:::db:*"},
+    ]}  # fmt: skip
+    access.principals.create_policy("DescribeDatabases", policy)
+    access.principals.attach_user_policy("analyst", "DescribeDatabases")
+    as_analyst = {"AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
+
+    described = lakeward("db", "describe", "shared", data_dir=data_dir, env=as_analyst)
+    assert "shared" in described.stdout
+    denied = lakeward("db", "credentials", "shared", data_dir=data_dir, env=as_analyst,
+                      check=False)  # fmt: skip
+    assert denied.returncode != 0
+    assert "not authorized to perform: secretsmanager:GetSecretValue" in denied.stderr
+    stopped = lakeward("db", "delete", "shared", "--skip-final-snapshot", data_dir=data_dir,
+                       env=as_analyst, check=False)  # fmt: skip
+    assert "not authorized to perform: rds:DeleteDBInstance" in stopped.stderr
+    audit = lakeward("audit", data_dir=data_dir).stdout
+    assert "rds:DescribeDBInstances" in audit and "rds:DeleteDBInstance" in audit
