@@ -42,9 +42,12 @@ def db_data_dir() -> Iterator[Path]:
     data_dir = base / "data"
     yield data_dir
     instances = Instances(load_settings(data_dir=data_dir, env={}))
-    for info in instances.describe():
-        instances.delete(info.name, final_snapshot=None)
-    shutil.rmtree(base, ignore_errors=True)
+    try:
+        instances.stop_all()  # first, so that no server outlives the tests if a delete fails
+        for name in instances.registry.load():
+            instances.delete(name, final_snapshot=None)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @dataclass
