@@ -86,23 +86,23 @@ def create(
     name: Name,
     engine: Annotated[str, typer.Option(help=f"One of {', '.join(ENGINES)}")],
     engine_version: Annotated[
-        str | None, typer.Option(help="Major or full version [default: newest installed]")
+        str | None, typer.Option(help="Major or full version (default: newest installed)")
     ] = None,
     instance_class: Annotated[
         str, typer.Option(help=f"One of {', '.join(CLASSES)}")
     ] = DEFAULT_CLASS,
-    port: Annotated[int | None, typer.Option(help="Port [default: the next free one]")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: the next free one)")] = None,
     endpoint: Annotated[
         str | None, typer.Option(help="HOST:PORT of an existing server to register instead")
     ] = None,
     master_username: Annotated[
-        str | None, typer.Option(help="Master user [default: postgres / admin]")
+        str | None, typer.Option(help="Master user (default: postgres / admin)")
     ] = None,
     master_password: Annotated[
         str | None,
         typer.Option(
             envvar="LAKEWARD_DB_MASTER_PASSWORD",
-            help="With --endpoint: the master user's password [default: prompted]",
+            help="With --endpoint: the master user's password (default: prompted)",
         ),
     ] = None,
     data_dir: DataDir = None,
@@ -137,7 +137,7 @@ def create(
 
 @db_app.command("describe")
 def describe(
-    name: Annotated[str | None, typer.Argument(help="Instance name [default: all]")] = None,
+    name: Annotated[str | None, typer.Argument(help="Instance name (default: all)")] = None,
     data_dir: DataDir = None,
     as_json: AsJson = False,
 ) -> None:
@@ -231,7 +231,7 @@ def stop(name: Name, data_dir: DataDir = None) -> None:
 
 @db_app.command("maintain")
 def maintain(
-    name: Annotated[str | None, typer.Argument(help="Instance name [default: all]")] = None,
+    name: Annotated[str | None, typer.Argument(help="Instance name (default: all)")] = None,
     data_dir: DataDir = None,
 ) -> None:
     """Apply pending modifications whose maintenance window has come."""
