@@ -169,8 +169,13 @@ class MetastoreNode:
             "hive.metastore.warehouse.dir": hadoop_uri(warehouse_uri(settings)),
             # The schema exists already (created eagerly); never create tables lazily.
             "datanucleus.schema.autoCreateAll": "false",
-            "hive.metastore.schema.verification": "false",
-            "hive.metastore.schema.verification.record.version": "true",
+            # A shared database has its VERSION row written with the schema, under
+            # the schema lock: nodes check it (and refuse a foreign schema) rather
+            # than each writing one. Derby's single node records it itself.
+            "hive.metastore.schema.verification": str(self.backend.writes_version).lower(),
+            "hive.metastore.schema.verification.record.version": str(
+                not self.backend.writes_version
+            ).lower(),
             "datanucleus.fixedDatastore": "true",
             "hive.async.log.enabled": "false",
             "hive.metastore.event.db.notification.api.auth": "false",

@@ -150,3 +150,21 @@ def test_invalid_metastore_settings_name_the_key(
         load_settings(data_dir=tmp_path, env=variables)
     assert expected in caught.value.message
     assert "(from environment variable LAKEWARD_METASTORE__" in caught.value.message
+
+
+def test_a_schema_of_another_hive_version_is_refused(tmp_path: Path, postgres_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute('CREATE TABLE "DBS" ("DB_ID" BIGINT PRIMARY KEY)')
+        connection.execute(
+            'CREATE TABLE "VERSION" ("VER_ID" BIGINT PRIMARY KEY, "SCHEMA_VERSION" VARCHAR(127), '
+            '"VERSION_COMMENT" VARCHAR(255))'
+        )
+        connection.execute("""INSERT INTO "VERSION" VALUES (1, '1.2.0', 'Hive 1.2.0')""")
+    code, message = start(tmp_path / "d", "postgres", postgres_url)
+    assert code == 2
+    assert "metastore.url: the database postgres@127.0.0.1:5432/" in message
+    assert "holds a Hive metastore schema of version 1.2.0" in message
+    with psycopg.connect(postgres_url) as connection:  # left as it was
+        assert connection.execute('SELECT COUNT(*) FROM "DBS"').fetchone() == (0,)

@@ -30,6 +30,7 @@ class MetastoreBackend(ABC):
     """A database the metastore keeps its catalog in."""
 
     name: str
+    writes_version = False  # whether create_schema writes Hive's VERSION row itself
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

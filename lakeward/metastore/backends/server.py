@@ -85,6 +85,7 @@ class ServerBackend(MetastoreBackend):
     driver_jar: str  # file name under /usr/share/java
     apt_package: str
     table_options = ""  # appended to CREATE TABLE
+    writes_version = True
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
@@ -207,11 +208,22 @@ class ServerBackend(MetastoreBackend):
             return self._schema_ready(connection)
 
     def _schema_ready(self, connection: Connection) -> bool:
+        """Whether Hive 2.3's schema is there; a schema of another version is refused."""
         if not {"DBS", "VERSION"} <= self._tables(connection):
             return False
         cursor = connection.cursor()
-        cursor.execute(f"SELECT COUNT(*) FROM {self.quote('VERSION')}")
-        return int(cursor.fetchone()[0]) > 0
+        cursor.execute(f"SELECT {self.quote('SCHEMA_VERSION')} FROM {self.quote('VERSION')}")
+        versions = {str(row[0]) for row in cursor.fetchall()}
+        if not versions:
+            return False  # created, but interrupted before the row was written
+        foreign = sorted(v for v in versions if v.split(".")[:2] != SCHEMA_VERSION.split(".")[:2])
+        if foreign:
+            raise ConfigError(
+                f"{self.setting}: the database {self.database.describe()} holds a Hive metastore "
+                f"schema of version {', '.join(foreign)}; lakeward's metastore is Hive "
+                f"{SCHEMA_VERSION}: use another database (or upgrade it with Hive's schematool)"
+            )
+        return True
 
     def ensure_schema(self, java: Path) -> None:
         with self.connection() as connection:
