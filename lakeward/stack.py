@@ -207,7 +207,11 @@ class Stack:
         return [node.process.name for node in started]
 
     def ensure_database_instance(self) -> None:
-        """Create and start the managed instance the metastore uses, if it is lakeward's own."""
+        """Create (if missing) and start the managed instance ``metastore.instance`` names.
+
+        Like the rest of the stack, the instance is declared by the settings and ``up``
+        makes it so; a stopped instance is started.
+        """
         metastore = self.settings.metastore
         if metastore.backend == "derby" or metastore.url or metastore.instance is None:
             return
