@@ -36,7 +36,9 @@ from lakeward.erasure.executors import (
     Target,
 )
 from lakeward.erasure.executors.base import failpoint
+from lakeward.erasure.index import IndexedObject
 from lakeward.erasure.indexers import read_object
+from lakeward.erasure.mappers import DatasetMapper
 from lakeward.erasure.requests import (
     APPROVED,
     AWAITING_APPROVAL,
@@ -362,20 +364,31 @@ class ErasureWorkflow:
         """Bring the index up to date with what the purge changed, objects in one batch."""
         storage = self.index.storage
         mappers = self.index.mappers()
-        batch = []
+        to_read: list[tuple[Target, DatasetMapper]] = []
         for target in targets:
+            mapper = mappers.dataset_for(target.bucket, target.key)
             if target.layer not in OBJECT_LAYERS:
                 self._reindex(target)
-                continue
-            mapper = mappers.dataset_for(target.bucket, target.key)
-            if not storage.exists(target.bucket, target.key):
+            elif not storage.exists(target.bucket, target.key):
                 self.index.store.remove_object(target.uri)
             elif mapper is not None:
-                try:
-                    batch.append(read_object(storage, mapper, target.bucket, target.key))
-                except (LakewardError, OSError):
-                    # Changed again or unreadable now: the service's own path records why.
-                    self.index.index_object(target.bucket, target.key)
+                to_read.append((target, mapper))
+
+        def read(item: tuple[Target, DatasetMapper]) -> IndexedObject | None:
+            target, mapper = item
+            try:
+                return read_object(storage, mapper, target.bucket, target.key)
+            except (LakewardError, OSError):
+                return None
+
+        workers = self.settings.erasure.purge_workers
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reindex") as pool:
+            read_back = list(pool.map(read, to_read))
+        for (target, _mapper), indexed in zip(to_read, read_back, strict=True):
+            if indexed is None:
+                # Changed again or unreadable now: the service's own path records why.
+                self.index.index_object(target.bucket, target.key)
+        batch = [indexed for indexed in read_back if indexed is not None]
         if batch:
             self.index.store.bulk_load(batch)
 
