@@ -104,6 +104,22 @@ def test_a_dataset_and_a_visual_built_from_scratch(de_page: Any, stack: Settings
     assert deaths["Italy"] == 35_587  # the JHU figure for 2020-09-10
     assert set(deaths) == {"Italy", "Spain", "Germany"}
 
+    # A second visual, a table, added on the analysis's page.
+    page.click("summary:text('Add a visual')")
+    added = page.locator("form[action$='/visuals']")
+    added.locator("select[name=type]").select_option("table")
+    added.locator("input[name=title]").fill("Italy's days")
+    added.locator("input[name=columns]").fill("day, deaths, mortality")
+    added.locator("input[name=category_field]").fill("country")
+    added.locator("input[name=category_values]").fill("Italy")
+    added.locator("button[type=submit]").click()
+    assert "added visual v2" in page.locator(".flash.done").inner_text()
+    page.wait_for_selector("body[data-charts=ready]", timeout=60_000)
+    rows = page.locator(".visual[data-visual=v2] tbody tr")
+    assert rows.count() == 10  # Italy on 2020-09-01 .. 2020-09-10
+    assert page.locator(".visual[data-visual=v2] th").all_inner_texts() == [
+        "day", "deaths", "mortality"]  # fmt: skip
+
     page.click("form[action$='/publish'] button[type=submit]")
     page.wait_for_url(f"**/console/dashboards/{analysis_id}?done=*")
     assert f"/console/dashboards/{analysis_id}?done=" in page.url
