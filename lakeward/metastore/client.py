@@ -107,17 +107,13 @@ class MetastoreClient:
     @property
     def current_uri(self) -> str:
         """The node calls go to first (the last one that answered)."""
-        host, port = self.addresses[self._failover.nodes.preferred]
-        return f"thrift://{host}:{port}"
+        return self.uris[self._failover.nodes.preferred]
 
     @property
     def answered_by(self) -> str | None:
         """The node that answered this thread's last successful call."""
         node = self._failover.answered_by()
-        if node is None:
-            return None
-        host, port = self.addresses[node]
-        return f"thrift://{host}:{port}"
+        return None if node is None else self.uris[node]
 
     def __enter__(self) -> MetastoreClient:
         return self

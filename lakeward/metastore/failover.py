@@ -29,6 +29,7 @@ from typing import Any
 
 from pymetastore.hive_metastore import ThriftHiveMetastore
 from thrift.protocol import TBinaryProtocol
+from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TException
 from thrift.transport import TSocket, TTransport
 
@@ -167,6 +168,9 @@ class Failover:
                 in_doubt = in_doubt or (sent and applied is not None)
                 self._failed(node, exc, failures)
                 continue
+            except TProtocolException:
+                self._discard(connection)  # an answer we could not read: out of step
+                raise
             except Exception:
                 # The metastore answered with an error: the connection is in step.
                 self._release(connection)
@@ -243,31 +247,36 @@ class Failover:
         with self._lock:
             self._calls += 1
             standby = (node + 1) % count
-            missing = min(self._open[node], MAX_IDLE) - self._open[standby]
             if (
                 count == 1
                 or self._calls < 2
-                or missing <= 0
                 or self._warming
                 or self._closed
+                or self._open[standby] >= min(self._open[node], MAX_IDLE)
                 or time.monotonic() < self._warm_after
             ):
                 return
             self._warming = True
         threading.Thread(
-            target=self._warm, args=(standby, missing), name="metastore-spares", daemon=True
+            target=self._warm, args=(standby, node), name="metastore-spares", daemon=True
         ).start()
 
-    def _warm(self, node: int, missing: int) -> None:
+    def _warm(self, node: int, preferred: int) -> None:
+        """Open spares on ``node`` until there are as many as connections to ``preferred``."""
+        replayed = False
         try:
-            for spare in range(missing):
+            while True:
+                with self._lock:
+                    if self._closed or self._open[node] >= min(self._open[preferred], MAX_IDLE):
+                        return
                 connection = self._connect(node)
                 try:
                     # The node sets up its side (a handler, a database session) at the
                     # first call: done now rather than when a failover needs it.
                     connection.client.get_all_databases()
-                    if spare == 0:
+                    if not replayed:
                         self._replay_reads(connection)
+                        replayed = True
                 except BaseException:
                     self._discard(connection)
                     raise
