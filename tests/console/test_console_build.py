@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import expect
 
 from lakeward.config import Settings
+from tests.console.conftest import Offline
 from tests.console.console_helpers import password_of, screenshot, server_url, sign_in
 
 pytestmark = pytest.mark.spark
@@ -34,7 +35,9 @@ def de_page(page: Any, stack: Settings) -> Any:
     return page
 
 
-def test_a_dataset_and_a_visual_built_from_scratch(de_page: Any, stack: Settings) -> None:
+def test_a_dataset_and_a_visual_built_from_scratch(
+    de_page: Any, stack: Settings, browser: Any, offline: Offline
+) -> None:
     page, base = de_page, server_url(stack)
     suffix = uuid.uuid4().hex[:6]
     source_id, dataset_id, analysis_id = f"src-{suffix}", f"ds-{suffix}", f"an-{suffix}"
@@ -122,8 +125,27 @@ def test_a_dataset_and_a_visual_built_from_scratch(de_page: Any, stack: Settings
 
     page.click("form[action$='/publish'] button[type=submit]")
     page.wait_for_url(f"**/console/dashboards/{analysis_id}?done=*")
-    assert f"/console/dashboards/{analysis_id}?done=" in page.url
     page.wait_for_selector("body[data-charts=ready]", timeout=60_000)
+
+    # Shared with the salesperson, the dashboard opens for them, but without its data:
+    # they may not use the catalog it reads, and sharing does not widen that.
+    page.click("summary:text('Sharing')")
+    page.fill("input[name=principal]", "user/sales_user")
+    page.click("form.inline button:text('Share')")
+    assert "sharing of" in page.locator(".flash.done").inner_text()
+    other = browser.new_context()
+    try:
+        sales = other.new_page()
+        sales.route("**/*", offline.route)
+        sign_in(sales, base, "sales_user", password_of(stack, "SalesUserCreds"))
+        sales.goto(f"{base}/console/dashboards/{analysis_id}")
+        sales.wait_for_selector("body[data-charts=failed]", timeout=60_000)
+        notes = sales.locator(".visual .visual-note").all_inner_texts()
+        assert len(notes) == 2 and all("may not use" in n for n in notes), notes
+        assert sales.evaluate("document.querySelector('.visual .chart').data") is None
+        assert "35587" not in sales.content() and "35,587" not in sales.content()
+    finally:
+        other.close()
 
 
 def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
 from lakeward.access.sessions import Session
-from lakeward.bi.model import AnalysisSpec, Filter
+from lakeward.bi.model import AnalysisSpec, Filter, Kind
 from lakeward.bi.service import BiService
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
 from lakeward.http.console.base import PREFIX, Console, NavItem, redirect, signed_in
@@ -38,6 +38,13 @@ DATASETS = NavItem(
     "quicksight:ListDataSets",
     "arn:lakeward:quicksight:::dataset/*",
 )
+
+# The console's path of each kind of BI object that can be shared.
+SHAREABLE: dict[str, Kind] = {
+    "analyses": "analysis",
+    "dashboards": "dashboard",
+    "datasets": "dataset",
+}
 
 
 def bi_of(request: Request) -> BiService:
@@ -184,18 +191,17 @@ def bi_router(console: Console) -> APIRouter:
     async def share(
         request: Request, kind: str, resource_id: str, session: Signed, bi: Bi
     ) -> Response:
-        kinds = {"analyses": "analysis", "dashboards": "dashboard", "datasets": "dataset"}
-        if kind not in kinds:
+        if kind not in SHAREABLE:
             raise ResourceNotFound(f"nothing to share at {kind}")
         form = await request.form()
         principal = str(form.get("principal") or "").strip()
         role = str(form.get("role") or "viewer")
-        _owner, shares = bi.get_permissions(session.user, kinds[kind], resource_id)  # type: ignore[arg-type]
+        _owner, shares = bi.get_permissions(session.user, SHAREABLE[kind], resource_id)
         wanted = [s.model_dump() for s in shares if s.principal != principal]
         if not form.get("remove"):
             wanted.append({"principal": principal, "role": role})
         try:
-            bi.set_permissions(session.user, kinds[kind], resource_id, wanted)  # type: ignore[arg-type]
+            bi.set_permissions(session.user, SHAREABLE[kind], resource_id, wanted)
         except InvalidRequest as exc:
             return redirect(f"/{kind}/{resource_id}", error=exc.message)
         return redirect(f"/{kind}/{resource_id}", done=f"sharing of {resource_id} updated")
