@@ -33,7 +33,16 @@ from lakeward.erasure.executors import (
     Executors,
     Target,
 )
-from lakeward.erasure.mappers import DATABASE_LAYER, LAKE_LAYER, SIDECAR_SUFFIX
+from lakeward.erasure.index import Holding
+from lakeward.erasure.mappers import (
+    DATABASE_LAYER,
+    LAKE_LAYER,
+    SIDECAR_SUFFIX,
+    DatasetMapper,
+    Mappers,
+    RelationalMapper,
+)
+from lakeward.erasure.requests import Request
 from lakeward.erasure.service import ErasureIndexService
 from lakeward.errors import LakewardError, ObjectNotFound
 from lakeward.storage import Storage
@@ -143,7 +152,7 @@ def plan(
     return targets, layers
 
 
-def _object_target(storage: Storage, mapper: Any, holding: Any) -> Target:
+def _object_target(storage: Storage, mapper: DatasetMapper, holding: Holding) -> Target:
     uri: str = holding.location
     bucket, key = split_uri(storage, uri)
     etag: str | None = holding.etag
@@ -167,7 +176,7 @@ def _object_target(storage: Storage, mapper: Any, holding: Any) -> Target:
     )  # fmt: skip
 
 
-def _with_sidecar(target: Target, holding: Any, mappers: Any) -> list[Target]:
+def _with_sidecar(target: Target, holding: Holding, mappers: Mappers) -> list[Target]:
     """An object described by a sidecar goes with its sidecar, which names the users too."""
     if holding.layer == DATABASE_LAYER or mappers.dataset(holding.dataset).format != "sidecar":
         return [target]
@@ -176,7 +185,7 @@ def _with_sidecar(target: Target, holding: Any, mappers: Any) -> list[Target]:
     return [target, Target(FILE_NAME, uri, target.bucket, sidecar, holding.etag)]
 
 
-def _relational_target(relational: Sequence[Any], location: str) -> Target:
+def _relational_target(relational: Sequence[RelationalMapper], location: str) -> Target:
     for mapper in relational:
         if mapper.location == location:
             return Target(RELATIONAL, location, connection=mapper.url,
@@ -199,7 +208,7 @@ def split_uri(storage: Storage, uri: str) -> tuple[str, str]:
 
 
 def document(
-    request: Any, layers: dict[str, Any], retained: list[dict[str, str]]
+    request: Request, layers: dict[str, Any], retained: list[dict[str, str]]
 ) -> dict[str, Any]:
     """The report of a request, as saved in ``report.json``."""
     lake = layers.get(LAKE_LAYER, [])

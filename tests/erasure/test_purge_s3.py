@@ -83,3 +83,38 @@ def test_an_object_written_after_the_plan_is_not_overwritten_on_s3(storage: Stor
     with pytest.raises(ObjectChanged):
         Executors(storage).purge(planned, [GONE])
     assert storage.get(BUCKET, "r/b.csv") == b"user_id,n\nu-gone,1\nu-a,2\nu-b,3\n"
+
+
+def test_an_object_uploaded_in_parts_is_purged(storage: Storage, endpoint: str) -> None:
+    from lakeward.storage.s3 import S3Storage
+    from tests.storage.storage_helpers import s3_client
+
+    assert isinstance(storage, S3Storage)
+    lines = [json.dumps({"user_id": USERS[i % 4], "pad": "x" * 200, "n": i}).encode()
+             for i in range(30_000)]  # fmt: skip
+    data = b"\n".join(lines) + b"\n"
+    client = s3_client(endpoint)
+    key = f"{storage.base_prefix}{BUCKET}/r/big.jsonl"
+    upload = client.create_multipart_upload(Bucket=storage.root_bucket, Key=key)
+    part = 5 * 1024 * 1024
+    parts = []
+    for number, start in enumerate(range(0, len(data), part), 1):
+        done = client.upload_part(
+            Bucket=storage.root_bucket,
+            Key=key,
+            PartNumber=number,
+            UploadId=upload["UploadId"],
+            Body=data[start : start + part],
+        )
+        parts.append({"PartNumber": number, "ETag": done["ETag"]})  # fmt: skip
+    client.complete_multipart_upload(Bucket=storage.root_bucket, Key=key,
+                                     UploadId=upload["UploadId"],
+                                     MultipartUpload={"Parts": parts})  # fmt: skip
+    planned = target(storage, "jsonl", "r/big.jsonl", positions=(1, 5, 9))
+    assert "-" in (planned.etag or "")  # not an MD5: the eTag of a multipart upload
+
+    outcome = Executors(storage).purge(planned, [GONE])
+
+    after = storage.get(BUCKET, "r/big.jsonl").split(b"\n")
+    assert outcome.removed == 3 and after[:12:4] == [b"{}", b"{}", b"{}"]
+    assert after[1:4] == lines[1:4] and after[12] == lines[12]

@@ -145,6 +145,15 @@ class Executor(ABC):
 
     def read(self, target: Target) -> bytes:
         """The object's bytes, refused (``ObjectChanged``) when they are not the report's."""
+        if target.etag is not None and "-" in target.etag:
+            # A multipart upload's eTag is no MD5 of the content: compare it before and
+            # after the read instead (the write that follows is conditional on it too).
+            before = self.storage.stat(target.bucket, target.key).etag
+            data = self.storage.get(target.bucket, target.key)
+            after = self.storage.stat(target.bucket, target.key).etag
+            if not before == after == target.etag:
+                raise ObjectChanged(f"{target.uri} changed since the report (eTag differs)")
+            return data
         data = self.storage.get(target.bucket, target.key)
         if target.etag is not None and md5_hex(data) != target.etag:
             raise ObjectChanged(f"{target.uri} changed since the report (eTag differs)")
