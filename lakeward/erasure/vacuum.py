@@ -50,8 +50,12 @@ def vacuum(service: ErasureIndexService, prefix: str = "") -> VacuumResult:
             if not mapper.covers(mapper.bucket, key):
                 continue
             try:
+                etag = storage.stat(mapper.bucket, key).etag
                 raw = storage.get(mapper.bucket, key)
             except ObjectNotFound:
+                continue
+            if "-" not in etag and md5_hex(raw) != etag:
+                result.skipped.append(storage.uri(mapper.bucket, key))  # written meanwhile
                 continue
             zipped = raw[:2] == GZIP_MAGIC
             data = gzip.decompress(raw) if zipped else raw
@@ -62,7 +66,8 @@ def vacuum(service: ErasureIndexService, prefix: str = "") -> VacuumResult:
                 continue
             new = gzip.compress(compacted, mtime=0) if zipped else compacted
             try:
-                storage.put_if_match(mapper.bucket, key, new, md5_hex(raw))
+                # Multipart eTags are no MD5: the write is conditional on the one seen before.
+                storage.put_if_match(mapper.bucket, key, new, etag)
             except (PreconditionFailed, ObjectNotFound):
                 result.skipped.append(storage.uri(mapper.bucket, key))
                 continue
