@@ -158,7 +158,7 @@ def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Pa
     )
     page.click("#run")
     page.wait_for_selector(".status.ok", timeout=60_000)
-    assert page.locator("#page-info").inner_text() == "rows 1–50"
+    expect(page.locator("#page-info")).to_have_text("rows 1–50")
     headers = page.locator("#result-table thead th").all_inner_texts()
     assert headers == ["country", "date", "confirmed", "deaths"]
     first = page.locator("#result-table tbody tr").first.locator("td").all_inner_texts()

@@ -80,10 +80,10 @@
       current = started.id;
       const done = await follow(current);
       if (done.state === "SUCCEEDED") {
-        setStatus("Succeeded in " + done.runtime_ms + " ms, " + done.scanned_bytes + " bytes scanned", "ok");
         tokens = [null];
         download.href = "/console/query/" + encodeURIComponent(current) + "/download";
         await showPage(0);
+        setStatus("Succeeded in " + done.runtime_ms + " ms, " + done.scanned_bytes + " bytes scanned", "ok");
       } else {
         setStatus(done.state + (done.reason ? ": " + done.reason : ""), "failed");
       }
