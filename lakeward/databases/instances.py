@@ -27,7 +27,8 @@ from lakeward.databases.base import (
     MasterCredentials,
     load_engine,
 )
-from lakeward.databases.classes import DEFAULT_CLASS, InstanceClass, instance_class
+from lakeward.databases.classes import DEFAULT_CLASS, InstanceClass
+from lakeward.databases.classes import instance_class as lookup_class
 from lakeward.databases.local import LocalServer
 from lakeward.databases.maintenance import parse_window
 from lakeward.databases.registry import InstanceInfo, InstanceRecord, Registry
@@ -89,7 +90,7 @@ class Instances:
             return self._register(
                 name, eng, where, engine_version, master_username, master_password
             )
-        klass = _class(instance_class)
+        klass = lookup_class(instance_class)
         major = eng.pick_version(engine_version)
         username = master_username or eng.default_master
         if not _USER.match(username):
@@ -204,7 +205,7 @@ class Instances:
     def modify(
         self, name: str, instance_class: str, apply_immediately: bool = False
     ) -> InstanceInfo:
-        klass = _class(instance_class)
+        klass = lookup_class(instance_class)
         with self.registry.locked():
             record = self._local(name, "modify")
             if record.status not in ("available", "stopped"):
@@ -237,7 +238,7 @@ class Instances:
                 if record.status in ("available", "stopped") and self.window.due(
                     datetime.fromisoformat(record.pending_since), now
                 ):
-                    self._apply_class(record, _class(record.pending["instance_class"]))
+                    self._apply_class(record, lookup_class(record.pending["instance_class"]))
                     applied.append(record.name)
         return applied
 
@@ -451,10 +452,6 @@ def _check_name(name: str) -> None:
             f"invalid instance name {name!r}: 1-63 lower-case letters, digits and hyphens, "
             "starting with a letter, without two hyphens in a row or one at the end"
         )
-
-
-def _class(name: str) -> InstanceClass:
-    return instance_class(name)
 
 
 def _secret_name(name: str) -> str:

@@ -306,8 +306,6 @@ def load_dump(created: Created, dump: Path) -> None:
 
 
 def json_of(result: Any) -> dict[str, Any]:
-    import json
-
     found: list[dict[str, Any]] = json.loads(result.stdout)
     return found[0]
 
