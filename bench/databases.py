@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import tempfile
 import threading
@@ -155,9 +156,12 @@ def main() -> None:
                 runs[engine].append(one_round(data_dir, engine, index, args.rows))
     finally:
         instances = Instances(load_settings(data_dir=data_dir, env={}))
-        instances.stop_all()
-        for name in instances.registry.load():
-            instances.delete(name, None)
+        try:
+            instances.stop_all()
+            for name in instances.registry.load():
+                instances.delete(name, None)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
     steps = list(runs["postgres"][0])
     medians = {e: {s: statistics.median(r[s] for r in runs[e]) for s in steps} for e in ENGINES}
