@@ -108,7 +108,8 @@ def status(
         table.add_row("real-time indexer", "never ran (it runs in the server: lakeward up)")
     else:
         state = "running" if running else "stopped"
-        table.add_row("real-time indexer", f"{state}, pid {live.pid}, watching {live.watching}")
+        watching = f"watching {live.watching}" if live.watching else "no file watcher"
+        table.add_row("real-time indexer", f"{state}, pid {live.pid}, {watching}")
         table.add_row("pending events", f"{live.pending:,}")
         table.add_row(
             "lag (last / p50 / p95)",
