@@ -8,6 +8,7 @@ started and stopped with the application.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
@@ -18,18 +19,23 @@ from lakeward.erasure.realtime import RealtimeIndexer, parse_body
 from lakeward.erasure.realtime.webhook import MAX_BODY_BYTES, token_matches, webhook_token
 from lakeward.errors import PayloadTooLarge, Unauthenticated
 
+TOKEN_TTL = 10.0
+"""Seconds the server keeps the webhook token before reading it again."""
+
 
 def events_router(access: AccessControl, indexer: RealtimeIndexer | None = None) -> APIRouter:
     indexer = indexer or RealtimeIndexer.for_settings(access.settings)
     router = APIRouter(prefix="/events", tags=["erasure"])
     router.add_event_handler("startup", indexer.start)
     router.add_event_handler("shutdown", indexer.stop)
-    token: list[str] = []  # read from the secrets store once, on the first post
+    cached: list[tuple[float, str]] = []  # (read at, token): re-read after TOKEN_TTL
 
     def authenticate(authorization: str | None) -> None:
-        if not token:
-            token.append(webhook_token(access.secrets))
-        if not token_matches(token[0], authorization):
+        now = time.monotonic()
+        if not cached or now - cached[0][0] > TOKEN_TTL:
+            # Re-read now and then, so that a rotated token takes over without a restart.
+            cached[:] = [(now, webhook_token(access.secrets))]
+        if not token_matches(cached[0][1], authorization):
             # One answer for a missing and a wrong token: nothing to probe.
             raise Unauthenticated("a valid webhook token is required (Authorization: Bearer …)")
 

@@ -184,3 +184,15 @@ def test_events_of_a_real_bucket_index_an_s3_lake(
         removed = {"Records": [record("ObjectRemoved:Delete", "events-lake", physical)]}
         assert http.post("/events/s3", json=removed, headers=auth).status_code == 202
         eventually(lambda: holdings(service, "s1") == {}, what="the s3:// removal")
+
+
+def test_a_rotated_token_replaces_the_old_one(
+    settings: Settings, server: tuple[TestClient, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, old = server
+    monkeypatch.setattr("lakeward.http.events.TOKEN_TTL", 0.0)  # no waiting for the re-read
+    new = webhook_token(AccessControl(settings).secrets, rotate=True)
+    empty = {"Records": []}
+    assert client.post("/events/s3", json=empty, headers=old).status_code == 401
+    bearer = {"Authorization": f"Bearer {new}"}
+    assert client.post("/events/s3", json=empty, headers=bearer).status_code == 202
