@@ -90,7 +90,11 @@ KNOWN_ACTIONS: frozenset[str] = frozenset(
         " CreateAnalysis DescribeAnalysis QueryAnalysis UpdateAnalysis DeleteAnalysis"
         " UpdateAnalysisPermissions",
     )
-    | _actions("erasure", "Find CreateRequest GetRequest ListRequests Approve Reject Stop")
+    | _actions(
+        "erasure",
+        "Find CreateRequest GetRequest ListRequests Approve Reject Stop"
+        " BuildIndex GetWebhookToken RotateWebhookToken",
+    )
     | _actions("audit", "Query")
 )
 _KNOWN_LOWER = frozenset(action.lower() for action in KNOWN_ACTIONS)

@@ -28,7 +28,10 @@ def build(
         str, typer.Option(help="Only datasets and objects under <bucket>/<key prefix>")
     ] = "",
 ) -> None:
-    """Index the lake's existing objects on Spark (resumable: unchanged objects are skipped)."""
+    """Index the lake's existing objects on Spark (resumable: unchanged objects are skipped).
+
+    Authorized as ``erasure:BuildIndex`` on ``arn:lakeward:erasure:::index``.
+    """
     from lakeward.cli.erasure import erasure_service
     from lakeward.erasure.batch import BatchIndexBuild
     from lakeward.progress import RichProgress
@@ -132,13 +135,18 @@ def webhook(
         False
     ),
 ) -> None:
-    """Print the token and URL of POST /events/s3, and how to point MinIO or S3 at it."""
-    from lakeward.access.control import AccessControl
-    from lakeward.erasure.realtime.webhook import webhook_token
+    """Print the token and URL of POST /events/s3, and how to point MinIO or S3 at it.
+
+    Authorized as ``erasure:GetWebhookToken`` (and ``erasure:RotateWebhookToken`` with
+    ``--rotate``) on ``arn:lakeward:erasure:::webhook``.
+    """
+    from lakeward.cli.iam import access_for
+    from lakeward.erasure.realtime.webhook import token_for_caller
     from lakeward.stack import SERVER_PORT
 
     settings = load_settings(data_dir=data_dir)
-    token = webhook_token(AccessControl(settings).secrets, rotate=rotate)
+    access = access_for(data_dir)
+    token = token_for_caller(access, access.secrets, rotate=rotate)
     host, port = settings.server.host, settings.server.port or SERVER_PORT
     url = f"http://{host}:{port}/events/s3"
     out.print(f"url   = {url}\ntoken = {token}", highlight=False)

@@ -48,6 +48,7 @@ from urllib.parse import unquote
 from lakeward.erasure.index.store import IndexedObject
 from lakeward.erasure.indexers import ObjectChanged, Unparseable, id_path, index_bytes, read_object
 from lakeward.erasure.mappers import COMPOSITE_SEPARATOR, DatasetMapper
+from lakeward.erasure.service import BUILD_INDEX_ACTION, INDEX_ARN
 from lakeward.errors import ObjectNotFound
 from lakeward.progress import Progress
 from lakeward.storage.paths import hadoop_uri
@@ -134,6 +135,8 @@ class BatchIndexBuild:
         return self._spark
 
     def run(self, prefix: str = "") -> BuildReport:
+        """Build the index of ``prefix`` (authorized as ``erasure:BuildIndex`` first)."""
+        self.service.access.authorize(BUILD_INDEX_ACTION, INDEX_ARN)
         started = time.monotonic()
         report = BuildReport()
         for mapper in self.service.mappers().datasets:

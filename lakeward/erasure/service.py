@@ -4,6 +4,7 @@
     service.index_object("lakeward-data", "gdpr/reviews/jsonl/.../part-0.jsonl", sequencer)
     service.remove_object("lakeward-data", key, sequencer)
     service.find(["Yk2sd4..."])            # authorized as erasure:Find per user id
+    BatchIndexBuild(service).run()         # authorized as erasure:BuildIndex on the index
     service.reindex(prefix="lakeward-data/gdpr/")   # in-process rebuild, resumable per object
 
 Real-time updates call ``index_object`` / ``remove_object`` with the event's
@@ -34,6 +35,9 @@ from lakeward.progress import Progress
 from lakeward.storage import Storage, load_storage
 
 FIND_ACTION = "erasure:Find"
+BUILD_INDEX_ACTION = "erasure:BuildIndex"
+INDEX_ARN = "arn:lakeward:erasure:::index"
+"""The resource of the index's maintenance (``erasure:BuildIndex``)."""
 MAX_FIND_IDS = 1000
 MAX_ID_LENGTH = 1024
 BATCH_ENTRIES = 200_000  # record entries a rebuild holds before loading them

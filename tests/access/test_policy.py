@@ -645,10 +645,12 @@ def test_warning_for_for_all_values_in_an_allow() -> None:
 
 
 def test_known_actions() -> None:
-    assert len(KNOWN_ACTIONS) == 19 + 1 + 4 + 5 + 30 + 27 + 7 + 1
+    assert len(KNOWN_ACTIONS) == 19 + 1 + 4 + 5 + 30 + 27 + 10 + 1
     assert "athena:StartQueryExecution" in KNOWN_ACTIONS
     assert "iam:SimulatePrincipalPolicy" in KNOWN_ACTIONS
     assert "quicksight:QueryDashboard" in KNOWN_ACTIONS
+    assert "erasure:BuildIndex" in KNOWN_ACTIONS
+    assert {"erasure:GetWebhookToken", "erasure:RotateWebhookToken"} <= KNOWN_ACTIONS
 
 
 # ----------------------------------------------------------------------------- timing

@@ -14,10 +14,14 @@ import binascii
 import hmac
 import secrets
 
+from lakeward.access import Authorizer
 from lakeward.access.secrets import SecretStore
 from lakeward.errors import ResourceNotFound
 
 SECRET_NAME = "lakeward/erasure/webhook"
+GET_TOKEN_ACTION = "erasure:GetWebhookToken"
+ROTATE_TOKEN_ACTION = "erasure:RotateWebhookToken"
+WEBHOOK_ARN = "arn:lakeward:erasure:::webhook"
 MAX_BODY_BYTES = 1024 * 1024
 """Larger posts are refused: S3 and MinIO send one record (a few KiB) per post."""
 
@@ -38,6 +42,18 @@ def webhook_token(store: SecretStore, rotate: bool = False) -> str:
         description="Bearer token of POST /events/s3 (S3 and MinIO event notifications)",
     )
     return token
+
+
+def token_for_caller(access: Authorizer, store: SecretStore, rotate: bool = False) -> str:
+    """The token, for a caller allowed to see it (and, with ``rotate``, to replace it).
+
+    Rotating asks ``erasure:RotateWebhookToken`` and then ``erasure:GetWebhookToken``:
+    the new token is shown, so replacing it must not be a way around reading it.
+    """
+    if rotate:
+        access.authorize(ROTATE_TOKEN_ACTION, WEBHOOK_ARN)
+    access.authorize(GET_TOKEN_ACTION, WEBHOOK_ARN)
+    return webhook_token(store, rotate=rotate)
 
 
 def presented_token(authorization: str | None) -> str | None:
