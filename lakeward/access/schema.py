@@ -18,6 +18,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Integer,
     LargeBinary,
@@ -154,17 +155,38 @@ for _kind, _table in PRINCIPALS.items():
     )
 
 
+# Console sessions signed out before they expire (``lakeward.access.sessions``): kept
+# here, not in a process's memory, so that a sign-out holds after a restart and in
+# every server process. ``expires`` is the session's own expiry (Unix time), after
+# which the row is useless and pruned.
+revoked_sessions = Table(
+    "iam_revoked_sessions",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("expires", Float, nullable=False, index=True),
+)
+
 # -- migrations -------------------------------------------------------------
+
+_LATER_TABLES = (revoked_sessions,)
+"""Tables a later migration creates (so that ``_v1`` keeps its own layout)."""
 
 
 def _v1(conn: Connection) -> None:
     # Built from the definitions above. The day a table changes, freeze its v1
     # shape here first, so that v1 followed by v2 still gives the v2 layout.
-    metadata.create_all(conn, tables=[t for t in metadata.sorted_tables if t is not schema_version])
+    tables = [
+        t for t in metadata.sorted_tables if t is not schema_version and t not in _LATER_TABLES
+    ]
+    metadata.create_all(conn, tables=tables)
     conn.execute(insert(generation).values(id=1, value=0))
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
+def _v2(conn: Connection) -> None:
+    revoked_sessions.create(conn)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
 LATEST = len(MIGRATIONS)
 
 # Any constant will do, as long as other lakeward stores pick different ones.

@@ -5,7 +5,9 @@ derived from the master key), carried in an HttpOnly, SameSite=Strict cookie.
 Its payload holds the user, the expiry and a CSRF secret that state-changing
 requests must echo in the ``X-CSRF-Token`` header (the double-submit pattern:
 another site can make the browser send the cookie, but cannot read the secret).
-Logging out revokes the session id until it would have expired anyway.
+Logging out revokes the session id until it would have expired anyway; the
+server keeps revocations in the IAM database (``RevokedSessions``), so that a
+signed-out cookie stays refused after a restart and in every server process.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ import threading
 import time
 from dataclasses import dataclass
 
+from sqlalchemy import delete, exists, insert, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from lakeward.access.schema import revoked_sessions, writer
 from lakeward.errors import AccessDenied, Unauthenticated
 
 SESSION_COOKIE = "lakeward_session"
@@ -43,10 +50,40 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+class RevokedSessions:
+    """Signed-out session ids, in the IAM database (``iam_revoked_sessions``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def add(self, session_id: str, expires: float, now: float) -> None:
+        """Record a revocation, and drop those whose sessions have expired anyway."""
+        table = revoked_sessions
+        try:
+            with writer(self._engine).begin() as conn:
+                conn.execute(delete(table).where(table.c.expires <= now))
+                if not conn.execute(
+                    select(exists().where(table.c.session_id == session_id))
+                ).scalar():
+                    conn.execute(insert(table).values(session_id=session_id, expires=expires))
+        except IntegrityError:
+            pass  # another process revoked the same session at the same moment
+
+    def contains(self, session_id: str) -> bool:
+        table = revoked_sessions
+        with self._engine.connect() as conn:
+            found = conn.execute(select(exists().where(table.c.session_id == session_id)))
+            return bool(found.scalar())
+
+
 class Sessions:
-    def __init__(self, key: bytes, lifetime: float = LIFETIME) -> None:
+    def __init__(
+        self, key: bytes, lifetime: float = LIFETIME, revoked: RevokedSessions | None = None
+    ) -> None:
+        """``revoked``: where sign-outs are kept; without it, in this object only."""
         self._key = key
         self.lifetime = lifetime
+        self._store = revoked
         self._revoked: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -76,8 +113,9 @@ class Sessions:
         if session.expires <= now:
             raise Unauthenticated("the session has expired; sign in again")
         with self._lock:
-            if session.session_id in self._revoked:
-                raise Unauthenticated("the session has ended; sign in again")
+            revoked = session.session_id in self._revoked
+        if revoked or (self._store is not None and self._store.contains(session.session_id)):
+            raise Unauthenticated("the session has ended; sign in again")
         return session
 
     def check_csrf(self, session: Session, header: str | None) -> None:
@@ -86,6 +124,8 @@ class Sessions:
 
     def revoke(self, session: Session) -> None:
         now = time.time()
+        if self._store is not None:
+            self._store.add(session.session_id, session.expires, now)
         with self._lock:
             self._revoked = {k: v for k, v in self._revoked.items() if v > now}
             self._revoked[session.session_id] = session.expires

@@ -12,6 +12,7 @@ from lakeward.access.sessions import (
     CSRF_COOKIE,
     CSRF_HEADER,
     SESSION_COOKIE,
+    RevokedSessions,
     Session,
     Sessions,
 )
@@ -24,8 +25,11 @@ class Login(BaseModel):
 
 
 def load_sessions(access: AccessControl) -> Sessions:
-    """The server's one session keeper (sign-out revokes in it, so every router shares it)."""
-    return Sessions(derive_key(load_master_key(access.settings.data_dir), "sessions"))
+    """The server's session keeper; sign-outs are kept in the IAM database."""
+    return Sessions(
+        derive_key(load_master_key(access.settings.data_dir), "sessions"),
+        revoked=RevokedSessions(access.principals.engine),
+    )
 
 
 def open_session(sessions: Sessions, user: str, response: Response, secure: bool) -> Session:
