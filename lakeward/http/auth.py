@@ -5,18 +5,17 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field
 
-from lakeward.access import current_principal, current_source
 from lakeward.access.control import AccessControl
 from lakeward.access.keys import derive_key, load_master_key
 from lakeward.access.sessions import (
     CSRF_COOKIE,
-    CSRF_HEADER,
     SESSION_COOKIE,
     RevokedSessions,
     Session,
     Sessions,
 )
 from lakeward.errors import Unauthenticated
+from lakeward.http.sessions import session_dependency
 
 
 class Login(BaseModel):
@@ -61,13 +60,7 @@ def auth_router(access: AccessControl, sessions: Sessions | None = None) -> APIR
     sessions = sessions or load_sessions(access)
     router = APIRouter(prefix="/auth", tags=["auth"])
 
-    def session_of(request: Request) -> Session:
-        session = sessions.verify(request.cookies.get(SESSION_COOKIE))
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
-            sessions.check_csrf(session, request.headers.get(CSRF_HEADER))
-        current_principal.set(session.user)
-        current_source.set("console")
-        return session
+    session_of = session_dependency(sessions)
 
     @router.post("/login")
     def login(body: Login, request: Request, response: Response) -> dict[str, str]:

@@ -11,12 +11,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from lakeward.access import current_principal, current_source
-from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, Session, Sessions
+from lakeward.access.sessions import Session, Sessions
 from lakeward.bi.dashboards import Mode
 from lakeward.bi.model import Kind
 from lakeward.bi.service import BiService
 from lakeward.errors import InvalidRequest, PayloadTooLarge
+from lakeward.http.sessions import session_dependency
 
 MAX_BODY_BYTES = 1_048_576
 
@@ -68,12 +68,9 @@ def _id(body: dict[str, Any]) -> str:
 def bi_router(service: BiService, sessions: Sessions) -> APIRouter:
     router = APIRouter(prefix="/api/bi", tags=["bi"])
 
-    def user(request: Request) -> str:
-        session: Session = sessions.verify(request.cookies.get(SESSION_COOKIE))
-        if request.method not in ("GET", "HEAD", "OPTIONS"):
-            sessions.check_csrf(session, request.headers.get(CSRF_HEADER))
-        current_principal.set(session.user)
-        current_source.set("console")
+    signed_in = session_dependency(sessions)
+
+    async def user(session: Annotated[Session, Depends(signed_in)]) -> str:
         return session.user
 
     User = Annotated[str, Depends(user)]

@@ -12,7 +12,6 @@ Every state-changing request must carry the session's CSRF secret, as the
 from __future__ import annotations
 
 import contextlib
-import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,16 +22,15 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from lakeward.access import current_principal, current_source
 from lakeward.access.control import AccessControl, Identity
 from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, Session, Sessions
 from lakeward.errors import AccessDenied, LakewardError, Unauthenticated
+from lakeward.http.sessions import SAFE_METHODS, session_dependency
 
 PREFIX = "/console"
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 CSRF_FIELD = "csrf_token"
-SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 
 # Only this server, for everything. Plotly sets inline style attributes and
 # injects its own stylesheet, hence 'unsafe-inline' for styles (never scripts).
@@ -93,16 +91,14 @@ class Console:
 
     # -- who is asking ------------------------------------------------------
 
-    def session(self, request: Request) -> Session:
-        """The signed-in session of a request (CSRF checked on state changes)."""
-        session = self.sessions.verify(request.cookies.get(SESSION_COOKIE))
-        current_principal.set(session.user)
-        current_source.set("console")
-        return session
-
     def check_csrf(self, session: Session, given: str | None) -> None:
-        if not given or not hmac.compare_digest(given.encode(), session.csrf.encode()):
-            raise AccessDenied("the form is out of date or forged (CSRF token); reload the page")
+        try:
+            self.sessions.check_csrf(session, given)
+        except AccessDenied:
+            # A page's form, not an API call: say what the user can do about it.
+            raise AccessDenied(
+                "the form is out of date or forged (CSRF token); reload the page"
+            ) from None
 
     async def csrf_from(self, request: Request, session: Session) -> None:
         given = request.headers.get(CSRF_HEADER)
@@ -180,15 +176,5 @@ def redirect(path: str, **params: str) -> RedirectResponse:
 
 
 def signed_in(console: Console) -> Callable[[Request], Awaitable[Session]]:
-    """A dependency: the request's session; on a state change, its CSRF secret checked too.
-
-    Async on purpose: the principal it sets must be visible to the route that follows.
-    """
-
-    async def dependency(request: Request) -> Session:
-        session = console.session(request)
-        if request.method not in SAFE_METHODS:
-            await console.csrf_from(request, session)
-        return session
-
-    return dependency
+    """A dependency: the request's session, its CSRF secret (header or form field) checked."""
+    return session_dependency(console.sessions, console.csrf_from)
