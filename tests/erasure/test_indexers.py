@@ -78,6 +78,27 @@ def test_gzip_json_lines_and_bad_gzip() -> None:
 def test_unparseable_json_line_is_named() -> None:
     with pytest.raises(Unparseable, match="line 2: not JSON"):
         entries("jsonl", b'{"user_id": "a"}\n{"user_id": \n')
+    with pytest.raises(Unparseable, match="line 3: not JSON"):
+        entries("jsonl", b'{"user_id": "a"}\n\n{"user_id": "b"} trailing\n')
+
+
+def test_json_lines_python_reads_are_kept() -> None:
+    # What Python's json reads and a strict parser may not: the ids stay the same.
+    data = (
+        b'\xef\xbb\xbf{"user_id": "bom"}\n'  # a byte order mark
+        b'{"user_id": "nan", "score": NaN}\n'
+        b'{"user_id": 123456789012345678901234567890}\n'  # beyond 64 bits
+        b'{"user_id": "\\ud800x"}\n'  # a lone surrogate
+        b'{"user_id": 1.0}\n'  # a float is no id
+    )
+    found, records, without = entries("jsonl", data)
+    assert found == [
+        ("bom", 1),
+        ("nan", 2),
+        ("123456789012345678901234567890", 3),
+        ("\ud800x", 4),
+    ]
+    assert (records, without) == (5, 1)
 
 
 def test_csv_positions_count_records_not_lines() -> None:
