@@ -3,6 +3,24 @@
 Writes go to a hidden temporary file in the object's own directory, are
 fsynced, and then renamed over the object, so a reader (or a crash) sees the
 old content or the new, never part of it. Temporary files are never listed.
+
+An object's eTag is the MD5 of its content. Hashing every file on every
+``stat`` and ``list`` would read the whole lake each time, so the MD5 is kept
+per path with the file's (device, inode, size, mtime_ns) and reused while
+those are unchanged. Why that is safe:
+
+* lakeward's own writes rename a new file over the object and record the MD5
+  of what they wrote, so they always replace the cached value (and deletes
+  drop it, so that a reused inode number cannot match);
+* another program's write changes the mtime, unless it keeps the size and
+  lands within the same timestamp tick as the write that the MD5 was taken
+  after (file systems stamp with a coarse clock: a few ms on ext4, 2 s on
+  FAT). So a hash computed by reading is only kept when the file's mtime was
+  at least ``_SETTLED_NS`` old when the read began; a later write then gets a
+  later mtime. A fresher file is hashed again on every look until it settles.
+  The one case left: another program rewriting an object in place, keeping
+  its size, within one tick of lakeward writing it -- two writers racing on
+  one object, whose winner no reader could tell either.
 """
 
 from __future__ import annotations
@@ -10,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +52,17 @@ from lakeward.storage.base import (
 # creating the temporary file in it; a retry or two recreates it.
 _CREATE_ATTEMPTS = 3
 
+_SETTLED_NS = 2_000_000_000
+"""Age of a file's mtime beyond which a hash read from it is cached (see the module docstring)."""
+_CACHED_ETAGS = 200_000
+"""Paths whose MD5 is cached (about 200 bytes each); the oldest entries go first."""
+
+_FileState = tuple[int, int, int, int]
+
+
+def _state(status: os.stat_result) -> _FileState:
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
 
 def path_of_uri(uri: str) -> Path:
     """The local directory of a ``file://`` lake root."""
@@ -48,6 +79,20 @@ class LocalStorage(Storage):
     def __init__(self, root: str, region: str) -> None:
         super().__init__(root, region)
         self.base = path_of_uri(self.root)
+        self._etags: dict[str, tuple[_FileState, str]] = {}
+        self._etags_lock = threading.Lock()
+
+    def _cached_etag(self, path: Path, state: _FileState) -> str | None:
+        with self._etags_lock:
+            cached = self._etags.get(str(path))
+        return cached[1] if cached is not None and cached[0] == state else None
+
+    def _cache_etag(self, path: Path, state: _FileState, etag: str) -> None:
+        with self._etags_lock:
+            self._etags.pop(str(path), None)  # re-inserted last: the newest is dropped last
+            self._etags[str(path)] = (state, etag)
+            if len(self._etags) > _CACHED_ETAGS:
+                del self._etags[next(iter(self._etags))]
 
     def _path(self, bucket: str, key: str) -> Path:
         return self.base / bucket / key
@@ -64,8 +109,10 @@ class LocalStorage(Storage):
                     out.write(chunk)
                 out.flush()
                 os.fsync(out.fileno())
-                mtime = os.fstat(out.fileno()).st_mtime
+                status = os.fstat(out.fileno())
             os.replace(temp, target)
+            # The renamed file is this one (same inode): its MD5 is the one just computed.
+            self._cache_etag(target, _state(status), digests.md5)
         except BaseException as exc:
             temp.unlink(missing_ok=True)
             self._prune(bucket, target.parent)
@@ -83,7 +130,7 @@ class LocalStorage(Storage):
             key=key,
             size=digests.size,
             etag=digests.md5,
-            last_modified=datetime.fromtimestamp(mtime, UTC),
+            last_modified=datetime.fromtimestamp(status.st_mtime, UTC),
             uri=uri,
             sha256=digests.sha256,
         )
@@ -146,18 +193,25 @@ class LocalStorage(Storage):
 
     def _info(self, bucket: str, key: str) -> ObjectInfo:
         path = self._path(bucket, key)
-        md5 = hashlib.md5(usedforsecurity=False)
         with open(path, "rb") as stream:
             # fstat of the open file, so size and content are of the same file
             # even if a put replaces it meanwhile.
             status = os.fstat(stream.fileno())
-            while chunk := stream.read(CHUNK_SIZE):
-                md5.update(chunk)
+            state = _state(status)
+            etag = self._cached_etag(path, state)
+            if etag is None:
+                settled = time.time_ns() - status.st_mtime_ns >= _SETTLED_NS
+                md5 = hashlib.md5(usedforsecurity=False)
+                while chunk := stream.read(CHUNK_SIZE):
+                    md5.update(chunk)
+                etag = md5.hexdigest()
+                if settled:
+                    self._cache_etag(path, state, etag)
         return ObjectInfo(
             bucket=bucket,
             key=key,
             size=status.st_size,
-            etag=md5.hexdigest(),
+            etag=etag,
             last_modified=datetime.fromtimestamp(status.st_mtime, UTC),
             uri=self.uri(bucket, key),
         )
@@ -207,6 +261,8 @@ class LocalStorage(Storage):
         path = self._path(bucket, key)
         if not path.is_file():
             raise ObjectNotFound(f"no object at {self.uri(bucket, key)}")
+        with self._etags_lock:
+            self._etags.pop(str(path), None)
         try:
             path.unlink()
         except FileNotFoundError:
