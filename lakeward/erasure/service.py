@@ -133,18 +133,39 @@ class ErasureIndexService:
         ``mappers``: the data mappers to use, when the caller holds them already (the
         real-time indexer re-reads them every few seconds, not on every object).
         """
-        mapper = (mappers or self.mappers()).dataset_for(bucket, key)
-        if mapper is None:
-            self.store.count("ignored_outside_prefixes")
-            return "outside"
-        return self._index(mapper, bucket, key, sequencer)
+        return self.index_objects([(bucket, key, sequencer)], mappers)[0]
 
-    def _index(
+    def index_objects(
+        self, changed: Sequence[tuple[str, str, str | None]], mappers: Mappers | None = None
+    ) -> list[Outcome]:
+        """``index_object`` for several (bucket, key, sequencer): one transaction writes them."""
+        mappers = mappers or self.mappers()
+        outcomes: list[Outcome] = []
+        ready: list[tuple[int, IndexedObject, str | None]] = []
+        for bucket, key, sequencer in changed:
+            mapper = mappers.dataset_for(bucket, key)
+            if mapper is None:
+                self.store.count("ignored_outside_prefixes")
+                outcomes.append("outside")
+                continue
+            read = self._read(mapper, bucket, key, sequencer)
+            if isinstance(read, IndexedObject):
+                ready.append((len(outcomes), read, sequencer))
+                outcomes.append("stale")  # until written
+            else:
+                outcomes.append(read)
+        written = self.store.replace_objects([(indexed, seq) for _, indexed, seq in ready])
+        for (n, _, _), fresh in zip(ready, written, strict=True):
+            outcomes[n] = "indexed" if fresh else "stale"
+        return outcomes
+
+    def _read(
         self, mapper: DatasetMapper, bucket: str, key: str, sequencer: str | None
-    ) -> Outcome:
+    ) -> IndexedObject | Outcome:
+        """The object's entries, or what became of it when it could not be read."""
         uri = self.storage.uri(bucket, key)
         try:
-            indexed = read_object(self.storage, mapper, bucket, key)
+            return read_object(self.storage, mapper, bucket, key)
         except ObjectNotFound:
             # Gone already: its removal event follows (or came first and left a tombstone).
             self.store.count("objects_missing_when_indexed")
@@ -154,7 +175,6 @@ class ErasureIndexService:
             # What the index held for the old content is no longer true.
             self.store.replace_object(IndexedObject(uri, mapper.name, None), sequencer)
             return "dead_letter"
-        return "indexed" if self.store.replace_object(indexed, sequencer) else "stale"
 
     def remove_object(
         self, bucket: str, key: str, sequencer: str | None = None, mappers: Mappers | None = None

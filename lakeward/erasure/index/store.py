@@ -122,26 +122,38 @@ class IndexStore:
 
     def replace_object(self, indexed: IndexedObject, sequencer: str | None = None) -> bool:
         """Make ``indexed`` the source's entries; False when ignored as stale or a duplicate."""
-        seq = pad_sequencer(sequencer)
+        return self.replace_objects([(indexed, sequencer)])[0]
+
+    def replace_objects(self, items: Sequence[tuple[IndexedObject, str | None]]) -> list[bool]:
+        """``replace_object`` for several sources in one transaction (one commit per burst)."""
+        written = [False] * len(items)
+        # Locked in URI order, so that two writers of overlapping sets cannot deadlock.
+        order = sorted(range(len(items)), key=lambda n: items[n][0].uri)
         with self._writer.begin() as conn:
-            current = self._lock_source(conn, indexed.uri, indexed.dataset)
-            if not _newer(seq, indexed.etag, current):
-                return False
-            self._clear(conn, current.id)
-            conn.execute(
-                update(objects)
-                .where(objects.c.id == current.id)
-                .values(
-                    dataset=indexed.dataset,
-                    etag=indexed.etag,
-                    sequencer=max(filter(None, (seq, current.sequencer)), default=None),
-                    indexed_at=_now(),
-                    records=indexed.records,
-                    records_without_id=indexed.records_without_id,
-                    deleted=False,
-                )
+            for n in order:
+                indexed, sequencer = items[n]
+                written[n] = self._replace(conn, indexed, pad_sequencer(sequencer))
+        return written
+
+    def _replace(self, conn: Connection, indexed: IndexedObject, seq: str | None) -> bool:
+        current = self._lock_source(conn, indexed.uri, indexed.dataset)
+        if not _newer(seq, indexed.etag, current):
+            return False
+        self._clear(conn, current.id)
+        conn.execute(
+            update(objects)
+            .where(objects.c.id == current.id)
+            .values(
+                dataset=indexed.dataset,
+                etag=indexed.etag,
+                sequencer=max(filter(None, (seq, current.sequencer)), default=None),
+                indexed_at=_now(),
+                records=indexed.records,
+                records_without_id=indexed.records_without_id,
+                deleted=False,
             )
-            self._insert_entries(conn, current.id, indexed)
+        )
+        self._insert_entries(conn, current.id, indexed)
         return True
 
     def remove_object(self, uri: str, sequencer: str | None = None) -> bool:

@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 BATCH = 1000
 """Events drained per round: enough to coalesce a burst, few enough to stay responsive."""
+OBJECTS_PER_TRANSACTION = 16
+"""Objects of a backlog indexed in one transaction: fewer commits, still prompt updates."""
 WATCHER_SETTLE = 0.25
 """Seconds a watcher event waits, so that a write's create and close make one update."""
 MAPPERS_TTL = 2.0
@@ -258,22 +260,36 @@ class RealtimeIndexer:
             by_object.setdefault(located, []).append(event)
         outcomes["events_coalesced"] += sum(len(v) - 1 for v in by_object.values())
         mappers = self.mappers()
+        to_index: list[tuple[str, str, str | None, float]] = []
         for (bucket, key), events in by_object.items():
             # The newest event by sequencer stands for the others (they are older news of
             # the same object); without sequencers, the last one received.
             latest = max(events, key=lambda e: (pad_sequencer(e.sequencer) or "", e.received))
             first_seen = min(e.received for e in events)
             outcome = self._apply(mappers, bucket, key, latest)
-            outcomes[outcome] += 1
-            if outcome in ("indexed", "removed", "dead_letter"):
-                self._lags.append(time.time() - first_seen)
+            if outcome == "index":
+                to_index.append((bucket, key, latest.sequencer, first_seen))
+            else:
+                self._count(outcomes, outcome, first_seen)
+        # A backlog of objects is written a few per transaction: one commit for several.
+        for start in range(0, len(to_index), OBJECTS_PER_TRANSACTION):
+            chunk = to_index[start : start + OBJECTS_PER_TRANSACTION]
+            done = self.service.index_objects([(b, k, s) for b, k, s, _ in chunk], mappers)
+            for outcome, (*_, first_seen) in zip(done, chunk, strict=True):
+                self._count(outcomes, outcome, first_seen)
         outcomes["events"] += len(batch)
         for name, value in outcomes.items():
             self.service.store.count(f"realtime_{name}", value)
         self.status.record(outcomes)
         self._done(len(batch))
 
+    def _count(self, outcomes: Counter[str], outcome: str, first_seen: float) -> None:
+        outcomes[outcome] += 1
+        if outcome in ("indexed", "removed", "dead_letter"):
+            self._lags.append(time.time() - first_seen)
+
     def _apply(self, mappers: Mappers, bucket: str, key: str, event: ObjectEvent) -> str:
+        """The outcome of an object's event, or "index" when it is to be (re)indexed."""
         mapper = mappers.dataset_for(bucket, key)
         if mapper is None:
             return "outside"
@@ -286,7 +302,7 @@ class RealtimeIndexer:
         if event.kind == "removed" and not self.storage.exists(bucket, key):
             return self.service.remove_object(bucket, key, event.sequencer, mappers)
         # Created, or "removed" but there again: index the object as it is now.
-        return self.service.index_object(bucket, key, event.sequencer, mappers)
+        return "index"
 
     # -- status --------------------------------------------------------------
 
