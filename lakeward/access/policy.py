@@ -92,7 +92,7 @@ KNOWN_ACTIONS: frozenset[str] = frozenset(
     )
     | _actions(
         "erasure",
-        "Find CreateRequest GetRequest ListRequests Approve Reject Stop"
+        "Find CreateRequest GetRequest ListRequests Approve UseApprovalLink"
         " BuildIndex GetWebhookToken RotateWebhookToken",
     )
     | _actions("audit", "Query")

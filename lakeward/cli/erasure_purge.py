@@ -109,7 +109,7 @@ def status(request_id: str, data_dir: DataDir = None, output: Output = "text") -
     """A request's state, its history and the places it purges."""
     flow = workflow(data_dir)
     try:
-        _show(flow, flow.store.get(request_id), _output(output), full=True)
+        _show(flow, flow.get_request(request_id), _output(output), full=True)
     finally:
         flow.close()
 
@@ -122,7 +122,7 @@ def list_requests(
     flow = workflow(data_dir)
     try:
         table = Table("request", "state", "users", "requester", "created")
-        for r in flow.store.recent([state] if state else None):
+        for r in flow.list_requests([state] if state else None):
             table.add_row(r.id, r.state, str(len(r.user_ids)), r.requester,
                           r.created_at.strftime("%Y-%m-%d %H:%M:%S"))  # fmt: skip
         out.print(table)

@@ -67,7 +67,10 @@ from lakeward.errors import InvalidRequest, LakewardError, ObjectNotFound
 log = logging.getLogger(__name__)
 
 APPROVE_ACTION = "erasure:Approve"
-REQUEST_ACTION = "erasure:Request"
+REQUEST_ACTION = "erasure:CreateRequest"
+# Requests name data subjects (ids, a contact address): reading them is a permission of its own.
+LIST_ACTION = "erasure:ListRequests"
+GET_ACTION = "erasure:GetRequest"
 WORKER = "worker"
 MAX_RETRY_DELAY = timedelta(minutes=10)
 # Progress is recorded in batches (one transaction each): a crash loses at most the
@@ -120,6 +123,16 @@ class ErasureWorkflow:
         if not requester:
             raise InvalidRequest("say who asks for the erasure (requester)")
         return self.store.create_or_join(ids, requester, contact, reason, dry_run)
+
+    def list_requests(self, states: Sequence[str] | None = None) -> list[Request]:
+        """The most recent requests (in ``states`` when given), for a caller who may list them."""
+        self.access.authorize(LIST_ACTION, request_arn("*"))
+        return self.store.recent(list(states) if states else None)
+
+    def get_request(self, request_id: str) -> Request:
+        """One request, for a caller who may read it."""
+        self.access.authorize(GET_ACTION, request_arn(request_id))
+        return self.store.get(request_id)
 
     def approve(self, request_id: str, actor: str) -> Request:
         self.access.authorize(APPROVE_ACTION, request_arn(request_id))
@@ -511,4 +524,12 @@ class ErasureWorkflow:
         return 1
 
 
-__all__ = ["APPROVE_ACTION", "REQUEST_ACTION", "TERMINAL", "ErasureWorkflow", "request_arn"]
+__all__ = [
+    "APPROVE_ACTION",
+    "GET_ACTION",
+    "LIST_ACTION",
+    "REQUEST_ACTION",
+    "TERMINAL",
+    "ErasureWorkflow",
+    "request_arn",
+]

@@ -109,13 +109,13 @@ def erasure_requests_router(
     @router.get("/requests")
     async def listing(request: Request, state: str | None = None) -> list[dict[str, Any]]:
         await caller(request)
-        found = await run_in_threadpool(flow.store.recent, [state] if state else None)
+        found = await run_in_threadpool(flow.list_requests, [state] if state else None)
         return [request_json(flow, r) for r in found]
 
     @router.get("/requests/{request_id}")
     async def status(request_id: str, request: Request) -> dict[str, Any]:
         await caller(request)
-        current = await run_in_threadpool(flow.store.get, request_id)
+        current = await run_in_threadpool(flow.get_request, request_id)
         return await run_in_threadpool(request_json, flow, current, True)
 
     @router.post("/requests/{request_id}/{action}")

@@ -645,11 +645,13 @@ def test_warning_for_for_all_values_in_an_allow() -> None:
 
 
 def test_known_actions() -> None:
-    assert len(KNOWN_ACTIONS) == 19 + 1 + 4 + 5 + 30 + 27 + 10 + 1
+    assert len(KNOWN_ACTIONS) == 19 + 1 + 4 + 5 + 30 + 27 + 9 + 1
     assert "athena:StartQueryExecution" in KNOWN_ACTIONS
     assert "iam:SimulatePrincipalPolicy" in KNOWN_ACTIONS
     assert "quicksight:QueryDashboard" in KNOWN_ACTIONS
     assert "erasure:BuildIndex" in KNOWN_ACTIONS
+    assert {"erasure:ListRequests", "erasure:GetRequest"} <= KNOWN_ACTIONS
+    assert "erasure:UseApprovalLink" in KNOWN_ACTIONS
     assert {"erasure:GetWebhookToken", "erasure:RotateWebhookToken"} <= KNOWN_ACTIONS
 
 

@@ -15,6 +15,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from fastapi.testclient import TestClient
 
+from lakeward.access.control import AccessControl
 from lakeward.config import load_settings
 from lakeward.http.app import create_app
 from tests.erasure.workflow_helpers import (
@@ -79,11 +80,12 @@ def test_command_line_errors_are_plain(stack: tuple[Path, Mailbox, list[str]]) -
     assert "Traceback" not in missing["stderr"]
 
 
-def signed(client: TestClient, method: str, path: str, body: bytes = b"") -> httpx.Response:
+def signed(client: TestClient, method: str, path: str, body: bytes = b"",
+           credentials: tuple[str, str] = (KEY, SECRET)) -> httpx.Response:  # fmt: skip
     url = f"http://testserver{path}"
     request = AWSRequest(method=method, url=url, data=body,
                          headers={"Content-Type": "application/json"} if body else {})  # fmt: skip
-    SigV4Auth(Credentials(KEY, SECRET), "athena", "us-east-1").add_auth(request)
+    SigV4Auth(Credentials(*credentials), "athena", "us-east-1").add_auth(request)
     return client.request(method, url, content=body, headers=dict(request.headers.items()))
 
 
@@ -143,3 +145,32 @@ def test_the_server_runs_the_workflow(stack: tuple[Path, Mailbox, list[str]]) ->
         assert "APPROVED" in client.post(link.path, data={"token": token}).text
         done = wait_for_state(client, request_id, "COMPLETED")
         assert all(t["outcome"]["remaining"] == 0 for t in done["targets"])  # type: ignore[attr-defined]
+
+
+def test_reading_requests_needs_its_own_permissions(stack: tuple[Path, Mailbox, list[str]]) -> None:
+    """Requests name data subjects: a caller who may file one may not read everyone's."""
+    data_dir, _, users = stack
+    settings = load_settings(
+        data_dir=data_dir, config_file=data_dir / "lakeward.toml", env={},
+        overrides={"api.access_key_id": KEY, "api.secret_access_key": SECRET},
+    )  # fmt: skip
+    access = AccessControl(settings)
+    access.principals.create_user("filer")
+    document = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "erasure:CreateRequest", "Resource": "*"},
+    ]}  # fmt: skip
+    access.principals.create_policy("filer-policy", document)
+    access.principals.attach_user_policy("filer", "filer-policy")
+    filer = access.principals.create_access_key("filer")
+    with TestClient(create_app(settings)) as client:
+        body = json.dumps({"user_ids": [users[2]]}).encode()
+        created = signed(client, "POST", "/erasure/requests", body, filer)
+        assert created.status_code == 201, created.text
+        request_id = created.json()["id"]
+        listing = signed(client, "GET", "/erasure/requests", credentials=filer)
+        assert listing.status_code == 403 and "erasure:ListRequests" in listing.text
+        detail = signed(client, "GET", f"/erasure/requests/{request_id}", credentials=filer)
+        assert detail.status_code == 403 and "erasure:GetRequest" in detail.text
+        assert users[2] not in listing.text + detail.text
+        as_root = signed(client, "GET", f"/erasure/requests/{request_id}")
+        assert as_root.status_code == 200 and users[2] in as_root.text
