@@ -25,7 +25,11 @@ In one run it
    (lines taken from the generated lake), written by a thread of this process as fast
    as it can (burst: records/s from the first write to the last object searchable),
    then again at ``--rt-rate`` records/s (paced: per object, the time from its write
-   to its entries being searchable; p50/p95/max).
+   to its entries being searchable; p50/p95/max). Before that, on the same objects, the
+   JSON lines parse of the previous code (``json.loads`` per line) against the indexer's
+   (``index_bytes``), and a ``file://`` ``stat`` that hashes the object against one that
+   finds its MD5 cached. ``--realtime-only`` runs this step alone; with a small
+   ``--records`` (e.g. 100000) the lake to take lines from is generated in seconds.
 
 The machine is shared: the load of other processes is printed with each phase.
 """
@@ -52,6 +56,7 @@ sys.path.insert(0, str(REPO))
 from lakeward.config import ErasureSettings, Settings  # noqa: E402
 from lakeward.erasure.batch import BatchIndexBuild  # noqa: E402
 from lakeward.erasure.index.store import IndexStore  # noqa: E402
+from lakeward.erasure.indexers import index_bytes  # noqa: E402
 from lakeward.erasure.mappers import DatasetMapper  # noqa: E402
 from lakeward.erasure.realtime import RealtimeIndexer  # noqa: E402
 from lakeward.erasure.service import ErasureIndexService  # noqa: E402
@@ -330,6 +335,58 @@ def sample_lines(settings: Settings, count: int) -> list[bytes]:
     return lines
 
 
+def previous_jsonl_parse(data: bytes, field: str) -> tuple[int, int]:
+    """The JSON lines parse the index used before orjson (json.loads per line), for comparison."""
+    records = without_id = 0
+    for _number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if record == {}:
+            continue
+        records += 1
+        value = record.get(field) if isinstance(record, dict) else None
+        if not isinstance(value, str) or not value:
+            without_id += 1
+    return records, without_id
+
+
+def parse_and_etag(root: Path, payloads: list[bytes]) -> dict[str, Any]:
+    """Old and new code on the same objects: the JSON lines parse, and the file:// eTag check."""
+    mapper = DatasetMapper("rt_reviews", BUCKET, "rt/", "jsonl", "none", ("$.user_id",))
+    records = sum(p.count(b"\n") for p in payloads)
+    timings: dict[str, float] = {}
+    for name in ("previous", "current", "previous", "current"):  # twice each: warm, fair
+        started = time.perf_counter()
+        for n, data in enumerate(payloads):
+            if name == "previous":
+                previous_jsonl_parse(data, "user_id")
+            else:
+                index_bytes(mapper, f"rt/{n}.jsonl", f"file:///{n}", None, data)
+        timings[name] = time.perf_counter() - started
+    storage = load_storage(Settings(data_dir=root / "etag"))
+    storage.ensure_bucket(BUCKET)
+    for n, data in enumerate(payloads):
+        storage.put(BUCKET, f"e/{n}.jsonl", data)
+    started = time.perf_counter()
+    for n in range(len(payloads)):
+        storage.stat(BUCKET, f"e/{n}.jsonl")  # after a put: the MD5 is known
+    cached = time.perf_counter() - started
+    fresh_storage = load_storage(Settings(data_dir=root / "etag"))  # an empty cache
+    started = time.perf_counter()
+    for n in range(len(payloads)):
+        fresh_storage.stat(BUCKET, f"e/{n}.jsonl")  # reads and hashes, as every stat did
+    hashed = time.perf_counter() - started
+    shutil.rmtree(root / "etag", ignore_errors=True)
+    return {
+        "records": records,
+        "parse_previous_records_per_s": records / timings["previous"],
+        "parse_current_records_per_s": records / timings["current"],
+        "stat_hashing_ms_per_object": hashed * 1e3 / len(payloads),
+        "stat_cached_ms_per_object": cached * 1e3 / len(payloads),
+    }
+
+
 def realtime(
     root: Path, url: str, lines: list[bytes], objects: int, per_object: int, target_rate: float
 ) -> dict[str, Any]:
@@ -475,6 +532,21 @@ def realtime_phase(
     say("\n== real-time indexing (storage events, in-process writer) ==")
     lines = sample_lines(settings, args.rt_records * 4)
     results: dict[str, Any] = {}
+    payloads = [b"\n".join(lines[i : i + args.rt_records]) + b"\n"
+                for i in range(0, len(lines), args.rt_records)]  # fmt: skip
+    with others_load("parse and eTag, previous vs current code"):
+        compared = parse_and_etag(work, payloads)
+    results["parse_and_etag"] = compared
+    before, after = (
+        compared["parse_previous_records_per_s"],
+        compared["parse_current_records_per_s"],
+    )
+    say(f"  JSON lines parse, same {compared['records']:,} records: json.loads per line "
+        f"{before:,.0f} records/s, now (orjson, ids included) {after:,.0f} records/s "
+        f"= {after / before:.1f}x")  # fmt: skip
+    say(f"  file:// stat of a {len(payloads[0]) / 1e6:.1f} MB object: hashing "
+        f"{compared['stat_hashing_ms_per_object']:.2f} ms, cached MD5 "
+        f"{compared['stat_cached_ms_per_object']:.3f} ms")  # fmt: skip
     for backend in ("sqlite", "postgresql"):
         root = work / f"rt-{backend}"
         shutil.rmtree(root, ignore_errors=True)
