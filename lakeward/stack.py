@@ -269,6 +269,7 @@ class Stack:
             "metastore_backend": settings.metastore.backend,
             "spark_master": settings.spark.master,
             "server_url": self.server_url(),
+            "console_url": f"{self.server_url()}/console/",
             "athena_endpoint": self.server_url(),
             "data_catalog": "demo_hive_metastore",
             "api_access_key_id": settings.api.access_key_id or "",

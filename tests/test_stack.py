@@ -45,7 +45,7 @@ def test_unknown_option_is_a_usage_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_status_and_health_of_the_running_stack(stack: Settings) -> None:
+def test_status_and_health_of_the_running_stack(stack: Settings, stack_dir: Path) -> None:
     result = lakeward("status", data_dir=stack.data_dir)
     assert result.stdout.count("running") == 2
     result = lakeward("metastore", "status", data_dir=stack.data_dir)
@@ -55,6 +55,9 @@ def test_status_and_health_of_the_running_stack(stack: Settings) -> None:
     assert health["status"] == "ok" and health["metastore"] is True
     assert "/health" in httpx.get(f"{url}/openapi.json", timeout=10).json()["paths"]
     assert httpx.get(f"{url}/docs", timeout=10).status_code == 200
+    console_url = parse_outputs((stack_dir / "up.stdout").read_text())["console_url"]
+    sign_in = httpx.get(console_url, timeout=10, follow_redirects=True)
+    assert sign_in.url.path == "/console/login" and 'name="password"' in sign_in.text
 
 
 @pytest.mark.spark
