@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from lakeward.config import Settings
 
 # lakeward is imported inside functions only: with --snapshot this process re-executes
-# itself on a snapshot of the code before importing any of it (another engineer's
+# itself on a snapshot of the code before importing any of it (a
 # half-saved edit in the working tree must not break or skew the run).
 
 SEED_WHERE = (
