@@ -1,4 +1,4 @@
-"""Right to erasure: the index of where each user's data is, and (later) its purge.
+"""Right to erasure: the index of where each user's data is, and its approved purge.
 
 Layout:
 
@@ -7,7 +7,12 @@ Layout:
 * ``index``    -- the index metastore (``IndexStore``: schema, changes, lookups);
 * ``indexers`` -- per format, one object (or relational table) -> entries;
 * ``service``  -- ``ErasureIndexService``, the core the CLI, HTTP and events call;
-* ``demo``     -- ``lakeward demo-data gdpr``, a generated multi-user lake.
+* ``demo``     -- ``lakeward demo-data gdpr``, a generated multi-user lake;
+* ``realtime`` -- keeping the index current from storage events, a watcher and webhooks;
+* ``batch``    -- building the index over an existing lake on Spark;
+* ``requests``, ``workflow``, ``report``, ``approval`` -- erasure requests, from the report
+  through the emailed approval to the purge, verification and certificate;
+* ``executors`` -- the purge, one executor per format and storage layer; ``vacuum``.
 """
 
 from lakeward.erasure.index import Holding, IndexedObject, IndexStore, LocationEntry
