@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+import hashlib
 import io
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakeward.erasure.executors import Executors, Target
+from lakeward.erasure.executors import Executors, ObjectChanged, Target
 from lakeward.storage.local import LocalStorage
 
 BUCKET = "lake"
@@ -146,6 +147,22 @@ def test_parquet_ids_inside_a_struct(storage: LocalStorage) -> None:
     assert pq.read_table(io.BytesIO(storage.get(BUCKET, info.key))).column("n").to_pylist() == [
         n for n in range(12) if n % 4
     ]
+
+
+def test_parquet_changed_object_is_refused_and_left_as_it_is(storage: LocalStorage) -> None:
+    raw = write(table())
+    storage.put(BUCKET, "r.parquet", raw)
+    info = storage.stat(BUCKET, "r.parquet")
+    stale = Target("parquet", info.uri, BUCKET, info.key, info.etag, info.size)
+    for newer in (write(table(40)), b"not parquet at all"):  # readable or not: a change
+        storage.put(BUCKET, "r.parquet", newer)
+        with pytest.raises(ObjectChanged, match="changed since the report"):
+            Executors(storage).purge(stale, [GONE])
+        assert storage.get(BUCKET, "r.parquet") == newer
+    storage.put(BUCKET, "r.parquet", raw)
+    outcome = Executors(storage).purge(stale, [GONE])
+    assert outcome.before_sha256 == hashlib.sha256(raw).hexdigest()
+    assert outcome.after_sha256 == hashlib.sha256(storage.get(BUCKET, "r.parquet")).hexdigest()
 
 
 def test_delta_delete_then_vacuum_leaves_no_old_file(storage: LocalStorage, tmp_path: Path) -> None:

@@ -166,9 +166,19 @@ class Executor(ABC):
         except ObjectNotFound:
             return None
 
-    def finish(self, target: Target, raw: bytes, new: bytes | None, removed: int) -> Outcome:
-        """Write ``new`` over the object (None: leave it) and say what was done."""
-        before = sha256_hex(raw)
+    def finish(
+        self,
+        target: Target,
+        raw: bytes,
+        new: bytes | None,
+        removed: int,
+        before_sha256: str | None = None,
+    ) -> Outcome:
+        """Write ``new`` over the object (None: leave it) and say what was done.
+
+        ``before_sha256`` is ``raw``'s SHA-256 when the caller already has it.
+        """
+        before = before_sha256 or sha256_hex(raw)
         outcome = Outcome(
             target.uri,
             self.layer,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ from lakeward.erasure.executors.base import (
     ObjectChanged,
     Outcome,
     Target,
+    md5_hex,
+    sha256_hex,
 )
 from lakeward.erasure.indexers import id_path
 from lakeward.erasure.mappers import COMPOSITE_SEPARATOR as SEPARATOR
@@ -133,6 +136,11 @@ def rewrite(
     return sink.getvalue(), removed
 
 
+def digests_of(data: bytes) -> tuple[str, str]:
+    """MD5 (the eTag of a single-part object) and SHA-256 (the certificate's) of ``data``."""
+    return md5_hex(data), sha256_hex(data)
+
+
 def count_rows(data: bytes, user_ids: Sequence[str], columns: Sequence[str], uri: str) -> int:
     heads = sorted({id_path(c)[0] for c in columns})
     table = pq.read_table(pa.BufferReader(data), columns=heads)
@@ -144,15 +152,31 @@ class ParquetExecutor(Executor):
     layer = PARQUET
 
     def purge(self, target: Target, user_ids: Sequence[str]) -> Outcome:
+        multipart = target.etag is not None and "-" in target.etag
         try:
-            raw = self.read(target)
+            # An eTag of parts is checked around the read (base); an MD5 eTag is
+            # checked below, once the hashes are done.
+            raw = self.read(target) if multipart else self.storage.get(target.bucket, target.key)
         except ObjectNotFound:
             return Outcome(target.uri, self.layer, "missing", note="the object is gone")
-        try:
-            new, removed = rewrite(raw, user_ids, target.id_columns, target.uri)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise ObjectChanged(f"{target.uri} is not readable Parquet: {exc}") from None
-        return self.finish(target, raw, new if removed else None, removed)
+        # hashlib lets go of the GIL and the Parquet writer encodes on one core:
+        # hash the old content (eTag check, certificate) while the rewrite runs.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="parquet-hash") as pool:
+            hashing = pool.submit(digests_of, raw)
+            failure: Exception | None = None
+            try:
+                new, removed = rewrite(raw, user_ids, target.id_columns, target.uri)
+            except Exception as exc:  # raised below, once the eTag is known to match
+                failure = exc
+            md5, sha256 = hashing.result()
+        # Checked first: content other than the report's is a change, whatever else is wrong.
+        if not multipart and target.etag is not None and md5 != target.etag:
+            raise ObjectChanged(f"{target.uri} changed since the report (eTag differs)")
+        if isinstance(failure, pa.ArrowInvalid | OSError):
+            raise ObjectChanged(f"{target.uri} is not readable Parquet: {failure}") from None
+        if failure is not None:
+            raise failure
+        return self.finish(target, raw, new if removed else None, removed, before_sha256=sha256)
 
     def count(self, target: Target, user_ids: Sequence[str]) -> int:
         raw = self.current(target)
