@@ -23,26 +23,6 @@ current_request_id: ContextVar[str | None] = ContextVar("lakeward_request_id", d
 current_source: ContextVar[str] = ContextVar("lakeward_source", default="cli")
 current_context: ContextVar[dict[str, object]] = ContextVar("lakeward_context", default={})  # noqa: B039 - never mutated; each request sets its own
 
-ARN_PREFIX = "arn:lakeward"
-
-
-def catalog_arn(name: str) -> str:
-    return f"{ARN_PREFIX}:athena:::datacatalog/{name}"
-
-
-def workgroup_arn(name: str) -> str:
-    return f"{ARN_PREFIX}:athena:::workgroup/{name}"
-
-
-def quicksight_arn(kind: str, resource_id: str) -> str:
-    """A BI object: ``kind`` is datasource, dataset, analysis or dashboard."""
-    return f"{ARN_PREFIX}:quicksight:::{kind}/{resource_id}"
-
-
-def s3_arn(bucket: str, key: str = "") -> str:
-    return f"{ARN_PREFIX}:s3:::{bucket}/{key}" if key else f"{ARN_PREFIX}:s3:::{bucket}"
-
-
 class Authorizer(Protocol):
     """The one check every service makes before acting (``AccessControl`` implements it)."""
 

@@ -27,6 +27,8 @@ from lakeward.access import (
     current_request_id,
     current_source,
 )
+from lakeward.access import arns
+from lakeward.access.arns import iam_arn, user_arn
 from lakeward.access.audit import AuditLog, AuditRecord
 from lakeward.access.keys import derive_key, load_master_key
 from lakeward.access.policy import Decision, PolicyDocument, Request, evaluate, parse_policy
@@ -34,10 +36,6 @@ from lakeward.access.principals import Principals
 from lakeward.access.secrets import SecretStore
 from lakeward.config import Settings
 from lakeward.errors import AccessDenied
-
-
-def user_arn(name: str) -> str:
-    return f"arn:lakeward:iam:::user/{name}"
 
 
 ROLE_PREFIX = "role/"
@@ -68,8 +66,8 @@ class Identity:
     @property
     def arn(self) -> str:
         if self.is_root:
-            return "arn:lakeward:iam:::root"
-        return f"arn:lakeward:iam:::{self.name}" if self.is_role else user_arn(self.name)
+            return arns.ROOT
+        return iam_arn("role", self.name.removeprefix(ROLE_PREFIX)) if self.is_role else user_arn(self.name)
 
 
 class AccessControl:

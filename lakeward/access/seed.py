@@ -13,7 +13,7 @@ import json
 import secrets
 from typing import Any
 
-from lakeward.access import catalog_arn, workgroup_arn
+from lakeward.access.arns import catalog_arn, workgroup_arn
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
 

@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from lakeward.access import quicksight_arn
+from lakeward.access.arns import quicksight_arn
 from lakeward.errors import InvalidRequest
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"

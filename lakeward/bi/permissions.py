@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from lakeward.access import catalog_arn, quicksight_arn
+from lakeward.access.arns import catalog_arn, quicksight_arn
 from lakeward.access.control import AccessControl, Identity
 from lakeward.bi.datasets import source_sql
 from lakeward.bi.model import KIND_NAMES, DatasetSpec, DataSource, Kind, with_arn

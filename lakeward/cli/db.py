@@ -32,13 +32,9 @@ Name = Annotated[str, typer.Argument(help="Instance name (lower-case letters, di
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON")]
 
 
-def _arn(name: str) -> str:
-    return f"arn:lakeward:rds:::db:{name}"
-
-
 def _instances(data_dir: Path | None, action: str, name: str) -> Instances:
     access = access_for(data_dir)
-    access.authorize(f"rds:{action}", _arn(name))
+    access.authorize(f"rds:{action}", db_arn(name))
     return Instances(access.settings, secrets=access.secrets)
 
 

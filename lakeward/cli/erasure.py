@@ -52,7 +52,7 @@ def find(
     output: Annotated[str, typer.Option(help="table or json")] = "table",
 ) -> None:
     """Every location holding each user's data, across storage layers, with record counts."""
-    from lakeward.http.erasure import findings_json
+    from lakeward.erasure.shapes import findings_json
 
     if output not in ("table", "json"):
         raise typer.BadParameter("must be table or json", param_hint="--output")

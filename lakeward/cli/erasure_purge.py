@@ -48,7 +48,7 @@ def _pairs(pairs: dict[str, object]) -> None:
 
 
 def _show(flow: ErasureWorkflow, current: Request, output: str, full: bool = False) -> None:
-    from lakeward.http.erasure_requests import request_json
+    from lakeward.erasure.shapes import request_json
 
     if output == "json":
         typer.echo(json.dumps(request_json(flow, current, full), indent=2, ensure_ascii=False))

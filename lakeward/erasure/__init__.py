@@ -28,7 +28,6 @@ from lakeward.erasure.service import (
     ErasureIndexService,
     UserFindings,
     index_location,
-    user_arn,
 )
 
 __all__ = [
@@ -45,5 +44,4 @@ __all__ = [
     "UserFindings",
     "composite_id",
     "index_location",
-    "user_arn",
 ]

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from lakeward.access import AllowAll, Authorizer
+from lakeward.access import AllowAll, Authorizer, arns
+from lakeward.access.arns import erasure_user_arn
 from lakeward.config import Settings
 from lakeward.erasure.index.store import Holding, IndexedObject, IndexStatus, IndexStore
 from lakeward.erasure.indexers import (
@@ -36,18 +37,12 @@ from lakeward.storage import Storage, load_storage
 
 FIND_ACTION = "erasure:Find"
 BUILD_INDEX_ACTION = "erasure:BuildIndex"
-INDEX_ARN = "arn:lakeward:erasure:::index"
-"""The resource of the index's maintenance (``erasure:BuildIndex``)."""
+INDEX_ARN = arns.ERASURE_INDEX
 MAX_FIND_IDS = 1000
 MAX_ID_LENGTH = 1024
 BATCH_ENTRIES = 200_000  # record entries a rebuild holds before loading them
 
 Outcome = Literal["indexed", "stale", "outside", "dead_letter", "missing", "removed"]
-
-
-def user_arn(user_id: str) -> str:
-    """The resource a permission on one data subject names (``erasure:Find`` and friends)."""
-    return f"arn:lakeward:erasure:::user/{user_id}"
 
 
 def index_location(settings: Settings) -> str | Path:
@@ -270,7 +265,7 @@ class ErasureIndexService:
         """Every location of each user's data, across storage layers (authorized per id)."""
         wanted = check_user_ids(user_ids)
         for user_id in wanted:
-            self.access.authorize(FIND_ACTION, user_arn(user_id))
+            self.access.authorize(FIND_ACTION, erasure_user_arn(user_id))
         found = self.store.find(wanted)
         return [UserFindings(u, found[u]) for u in dict.fromkeys(wanted)]
 

@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lakeward.access import AllowAll, Authorizer
+from lakeward.access.arns import erasure_request_arn
 from lakeward.config import Settings
 from lakeward.erasure import approval, report
 from lakeward.erasure.executors import (
@@ -79,10 +80,6 @@ FLUSH_EVERY = 32
 FLUSH_SECONDS = 0.5
 
 
-def request_arn(request_id: str) -> str:
-    return f"arn:lakeward:erasure:::request/{request_id}"
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -119,33 +116,33 @@ class ErasureWorkflow:
                 reason: str = "", dry_run: bool = False) -> tuple[Request, bool]:  # fmt: skip
         """A new request for ``user_ids``, or the pending one it joins (True)."""
         ids = check_user_ids(list(user_ids))
-        self.access.authorize(REQUEST_ACTION, request_arn("*"))
+        self.access.authorize(REQUEST_ACTION, erasure_request_arn("*"))
         if not requester:
             raise InvalidRequest("say who asks for the erasure (requester)")
         return self.store.create_or_join(ids, requester, contact, reason, dry_run)
 
     def list_requests(self, states: Sequence[str] | None = None) -> list[Request]:
         """The most recent requests (in ``states`` when given), for a caller who may list them."""
-        self.access.authorize(LIST_ACTION, request_arn("*"))
+        self.access.authorize(LIST_ACTION, erasure_request_arn("*"))
         return self.store.recent(list(states) if states else None)
 
     def get_request(self, request_id: str) -> Request:
         """One request, for a caller who may read it."""
-        self.access.authorize(GET_ACTION, request_arn(request_id))
+        self.access.authorize(GET_ACTION, erasure_request_arn(request_id))
         return self.store.get(request_id)
 
     def approve(self, request_id: str, actor: str) -> Request:
-        self.access.authorize(APPROVE_ACTION, request_arn(request_id))
+        self.access.authorize(APPROVE_ACTION, erasure_request_arn(request_id))
         return self.store.move(request_id, AWAITING_APPROVAL, APPROVED, actor, decided_by=actor)
 
     def reject(self, request_id: str, actor: str, note: str = "") -> Request:
-        self.access.authorize(APPROVE_ACTION, request_arn(request_id))
+        self.access.authorize(APPROVE_ACTION, erasure_request_arn(request_id))
         return self.store.move(request_id, AWAITING_APPROVAL, REJECTED, actor, note,
                                decided_by=actor)  # fmt: skip
 
     def stop(self, request_id: str, actor: str) -> Request:
         """Stop a request: before its purge at once; during it, once running objects finish."""
-        self.access.authorize(APPROVE_ACTION, request_arn(request_id))
+        self.access.authorize(APPROVE_ACTION, erasure_request_arn(request_id))
         current = self.store.get(request_id)
         if current.state in (*PENDING, APPROVED):
             return self.store.move(
@@ -174,7 +171,7 @@ class ErasureWorkflow:
             self._refused(request_id, principal, exc)
             raise
         if principal is not None:
-            self.access.authorize(APPROVE_ACTION, request_arn(request_id), principal=principal)
+            self.access.authorize(APPROVE_ACTION, erasure_request_arn(request_id), principal=principal)
         if not self.store.use_link(claims.nonce, request_id):
             replayed = approval.LinkRefused("this approval link was used already")
             self._refused(request_id, principal, replayed)
@@ -198,7 +195,7 @@ class ErasureWorkflow:
 
         audit.append(AuditRecord(principal=principal or "anonymous",
                                  action="erasure:UseApprovalLink",
-                                 resource=request_arn(request_id), decision="explicitDeny",
+                                 resource=erasure_request_arn(request_id), decision="explicitDeny",
                                  source="approval-link", statement=reason))  # fmt: skip
 
     def report_text(self, request_id: str) -> str:
@@ -531,5 +528,4 @@ __all__ = [
     "REQUEST_ACTION",
     "TERMINAL",
     "ErasureWorkflow",
-    "request_arn",
 ]

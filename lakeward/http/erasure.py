@@ -13,29 +13,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from lakeward.erasure.service import ErasureIndexService, UserFindings
+from lakeward.erasure.service import ErasureIndexService
+from lakeward.erasure.shapes import findings_json
 from lakeward.http.rest import signed_request
 from lakeward.http.sigv4 import Credentials
-
-
-def findings_json(found: UserFindings) -> dict[str, Any]:
-    """The JSON shape of one user's locations (the CLI's ``--output json`` too)."""
-    return {
-        "user_id": found.user_id,
-        "records": found.records,
-        "locations": [
-            {
-                "layer": h.layer,
-                "dataset": h.dataset,
-                "location": h.location,
-                "records": h.records,
-                "whole_object": h.records is None,
-                "positions": list(h.positions),
-                "etag": h.etag,
-            }
-            for h in found.holdings
-        ],
-    }
 
 
 def erasure_router(service: ErasureIndexService, credentials: Credentials) -> APIRouter:

@@ -30,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from lakeward.access.sessions import SESSION_COOKIE, Sessions
 from lakeward.erasure.approval import APPROVE, LinkRefused
 from lakeward.erasure.requests import AWAITING_APPROVAL
-from lakeward.erasure.requests import Request as ErasureRequest
+from lakeward.erasure.shapes import request_json
 from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.errors import InvalidRequest, LakewardError
 from lakeward.http.rest import SignedRequest, signed_request
@@ -43,28 +43,6 @@ class NewRequest(BaseModel):
     contact: str | None = Field(default=None, max_length=320)
     reason: str = Field(default="", max_length=2000)
     dry_run: bool = False
-
-
-def request_json(
-    flow: ErasureWorkflow, current: ErasureRequest, full: bool = False
-) -> dict[str, Any]:
-    data = current.as_dict()
-    if full:
-        data["history"] = [
-            {
-                "from": t.from_state,
-                "to": t.to_state,
-                "at": t.at.isoformat(),
-                "by": t.actor,
-                "note": t.note,
-            }  # fmt: skip
-            for t in flow.store.history(current.id)
-        ]
-        data["targets"] = [
-            {"target": row.target, "status": row.status, "outcome": row.outcome}
-            for row in flow.store.targets(current.id)
-        ]
-    return data
 
 
 def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
@@ -183,4 +161,4 @@ def _refused(flow: ErasureWorkflow, request_id: str, exc: LinkRefused) -> HTMLRe
     return _page("Approval link refused", f"<p>{e(exc.message)}</p>{state}", exc.http_status)
 
 
-__all__ = ["erasure_requests_router", "request_json"]
+__all__ = ["erasure_requests_router"]

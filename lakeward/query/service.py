@@ -21,14 +21,8 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakeward.access import (
-    AllowAll,
-    Authorizer,
-    catalog_arn,
-    current_principal,
-    s3_arn,
-    workgroup_arn,
-)
+from lakeward.access import AllowAll, Authorizer, current_principal
+from lakeward.access.arns import catalog_arn, s3_arn, workgroup_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound, TooManyRequests
 from lakeward.metastore.client import TableInfo

@@ -15,13 +15,14 @@ import hmac
 import secrets
 
 from lakeward.access import Authorizer
+from lakeward.access.arns import ERASURE_WEBHOOK
 from lakeward.access.secrets import SecretStore
 from lakeward.errors import ResourceNotFound
 
 SECRET_NAME = "lakeward/erasure/webhook"
 GET_TOKEN_ACTION = "erasure:GetWebhookToken"
 ROTATE_TOKEN_ACTION = "erasure:RotateWebhookToken"
-WEBHOOK_ARN = "arn:lakeward:erasure:::webhook"
+WEBHOOK_ARN = ERASURE_WEBHOOK
 MAX_BODY_BYTES = 1024 * 1024
 """Larger posts are refused: S3 and MinIO send one record (a few KiB) per post."""
 

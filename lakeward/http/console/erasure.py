@@ -1,10 +1,11 @@
 """Erasure requests: the list, a request's report and history, approve or reject.
 
-Thin over ``ErasureWorkflow``, which authorizes the decisions
-(``erasure:Approve`` on ``arn:lakeward:erasure:::request/<id>``). Reading the
-requests and their reports, which name the users to erase, asks the same
-permission: these pages are for approvers. A decision needs an explicit
-confirmation (a checkbox the server checks, and a dialog in the browser).
+Thin over ``ErasureWorkflow``, which authorizes each call as the REST API's
+does: the list ``erasure:ListRequests``, a request with its report and
+history ``erasure:GetRequest`` (requests name the users to erase), a decision
+``erasure:Approve`` on ``arn:lakeward:erasure:::request/<id>``. A decision
+needs an explicit confirmation (a checkbox the server checks, and a dialog in
+the browser).
 """
 
 from typing import Annotated
@@ -14,11 +15,15 @@ from fastapi.responses import HTMLResponse, Response
 
 from lakeward.access.sessions import Session
 from lakeward.erasure.requests import AWAITING_APPROVAL
-from lakeward.erasure.workflow import APPROVE_ACTION, ErasureWorkflow, request_arn
+from lakeward.access.arns import erasure_request_arn
+from lakeward.erasure.shapes import view_request
+from lakeward.erasure.workflow import LIST_ACTION, ErasureWorkflow
 from lakeward.errors import InvalidRequest, ResourceNotFound
 from lakeward.http.console.base import PREFIX, Console, NavItem, redirect, signed_in
 
-NAV = NavItem("erasure", "Erasure requests", f"{PREFIX}/erasure", APPROVE_ACTION, request_arn("*"))
+NAV = NavItem(
+    "erasure", "Erasure requests", f"{PREFIX}/erasure", LIST_ACTION, erasure_request_arn("*")
+)
 
 
 def workflow_of(request: Request) -> ErasureWorkflow:
@@ -35,8 +40,7 @@ def erasure_router(console: Console) -> APIRouter:
 
     @router.get("")
     def requests(request: Request, session: Signed, flow: Flow, state: str = "") -> HTMLResponse:
-        console.access.authorize(NAV.action, NAV.resource)
-        found = flow.store.recent([state] if state else None)
+        found = flow.list_requests([state] if state else None)
         return console.render(
             request, "erasure_list.html", session, title="Erasure requests", page=NAV.key,
             requests=found, state=state,
@@ -44,12 +48,11 @@ def erasure_router(console: Console) -> APIRouter:
 
     @router.get("/{request_id}")
     def detail(request: Request, request_id: str, session: Signed, flow: Flow) -> HTMLResponse:
-        console.access.authorize(APPROVE_ACTION, request_arn(request_id))
-        current = flow.store.get(request_id)
+        view = view_request(flow, request_id)
         return console.render(
             request, "erasure_request.html", session, title=f"Erasure request {request_id}",
-            page=NAV.key, item=current, history=flow.store.history(request_id),
-            report=flow.report_text(request_id), awaiting=current.state == AWAITING_APPROVAL,
+            page=NAV.key, item=view.request, history=view.history, report=view.report,
+            awaiting=view.request.state == AWAITING_APPROVAL,
         )  # fmt: skip
 
     @router.post("/{request_id}/{decision}")

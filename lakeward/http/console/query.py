@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
-from lakeward.access import s3_arn, workgroup_arn
+from lakeward.access.arns import s3_arn, workgroup_arn
 from lakeward.access.sessions import Session
 from lakeward.errors import InvalidRequest
 from lakeward.http.console.base import PREFIX, Console, NavItem, redirect, signed_in

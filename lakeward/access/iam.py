@@ -1,0 +1,205 @@
+"""IAM, secrets and the audit log as the CLI and the console use them: authorize, then act.
+
+Each operation asks the caller's permission (``iam:CreateUser`` on
+``arn:lakeward:iam:::user/<name>``, ``secretsmanager:GetSecretValue`` on the
+secret, ``audit:Query`` on the log, ...) and is audited by that check, then
+calls principals, secrets or the audit log. ``lakeward iam`` and the console's
+administration pages both go through here, so neither grants what the other
+would not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from lakeward.access.arns import AUDIT_LOG, iam_arn, secret_arn
+from lakeward.access.audit import AuditRecord, VerifyResult
+from lakeward.access.control import AccessControl, Identity
+from lakeward.access.policy import Decision, parse_policy
+from lakeward.access.principals import AccessKey, Group, ManagedPolicy, Role, User
+from lakeward.access.secrets import SecretInfo
+from lakeward.errors import InvalidRequest, LakewardError
+
+T = TypeVar("T")
+
+KINDS = ("user", "group", "role")
+"""What a managed policy attaches to."""
+
+
+@dataclass(frozen=True)
+class UserOverview:
+    """The users with their groups, and every group name (to add a user to one)."""
+
+    users: list[tuple[User, list[str]]]
+    groups: list[str]
+
+
+@dataclass(frozen=True)
+class GroupOverview:
+    """The groups with their members, and every policy name (to attach one)."""
+
+    groups: list[tuple[Group, list[str]]]
+    policies: list[str]
+
+
+class IamService:
+    def __init__(self, access: AccessControl) -> None:
+        self.access = access
+        self.principals = access.principals
+
+    def _iam(self, action: str, kind: str, name: str, work: Callable[[], T]) -> T:
+        self.access.authorize(f"iam:{action}", iam_arn(kind, name))
+        return work()
+
+    # -- users and groups ----------------------------------------------------------
+
+    def create_user(self, name: str, password: str | None = None) -> None:
+        self._iam("CreateUser", "user", name, lambda: self.principals.create_user(name, password))
+
+    def delete_user(self, name: str) -> None:
+        self._iam("DeleteUser", "user", name, lambda: self.principals.delete_user(name))
+
+    def list_users(self) -> list[User]:
+        return self._iam("ListUsers", "user", "*", self.principals.list_users)
+
+    def user_overview(self) -> UserOverview:
+        """What the console's users page shows, under ``iam:ListUsers`` alone."""
+        self.access.authorize("iam:ListUsers", iam_arn("user", "*"))
+        p = self.principals
+        users = [(u, p.groups_of(u.name)) for u in p.list_users()]
+        return UserOverview(users, [g.name for g in p.list_groups()])
+
+    def create_group(self, name: str) -> None:
+        self._iam("CreateGroup", "group", name, lambda: self.principals.create_group(name))
+
+    def delete_group(self, name: str) -> None:
+        self._iam("DeleteGroup", "group", name, lambda: self.principals.delete_group(name))
+
+    def list_groups(self) -> list[Group]:
+        return self._iam("ListGroups", "group", "*", self.principals.list_groups)
+
+    def group_overview(self) -> GroupOverview:
+        """What the console's groups page shows, under ``iam:ListGroups`` alone."""
+        self.access.authorize("iam:ListGroups", iam_arn("group", "*"))
+        p = self.principals
+        groups = [(g, p.members_of(g.name)) for g in p.list_groups()]
+        return GroupOverview(groups, [x.name for x in p.list_policies()])
+
+    def add_user_to_group(self, user: str, group: str) -> None:
+        self._iam("AddUserToGroup", "group", group,
+                  lambda: self.principals.add_user_to_group(user, group))  # fmt: skip
+
+    def remove_user_from_group(self, user: str, group: str) -> None:
+        self._iam("RemoveUserFromGroup", "group", group,
+                  lambda: self.principals.remove_user_from_group(user, group))  # fmt: skip
+
+    def create_role(self, name: str) -> None:
+        self._iam("CreateRole", "role", name, lambda: self.principals.create_role(name))
+
+    def list_roles(self) -> list[Role]:
+        return self._iam("ListRoles", "role", "*", self.principals.list_roles)
+
+    # -- policies ------------------------------------------------------------------
+
+    def create_policy(
+        self, name: str, document: dict[str, Any] | str, description: str = ""
+    ) -> None:
+        """Create a managed policy; a document given as text is checked after the permission."""
+        self.access.authorize("iam:CreatePolicy", iam_arn("policy", name))
+        if isinstance(document, str):
+            try:
+                document = parse_policy(document).source
+            except LakewardError as exc:
+                raise InvalidRequest(f"policy {name}: {exc.message}") from None
+            except ValueError as exc:
+                raise InvalidRequest(
+                    f"policy {name}: not a valid policy document ({exc})"
+                ) from None
+        self.principals.create_policy(name, document, description)
+
+    def delete_policy(self, name: str) -> None:
+        self._iam("DeletePolicy", "policy", name, lambda: self.principals.delete_policy(name))
+
+    def list_policies(self) -> list[ManagedPolicy]:
+        return self._iam("ListPolicies", "policy", "*", self.principals.list_policies)
+
+    def get_policy(self, name: str) -> ManagedPolicy:
+        return self._iam("GetPolicy", "policy", name, lambda: self.principals.get_policy(name))
+
+    def attach_policy(self, kind: str, name: str, policy: str) -> None:
+        """Attach ``policy`` to the user, group or role ``name`` (``iam:Attach<Kind>Policy``)."""
+        self._policy_link("Attach", kind, name, policy)
+
+    def detach_policy(self, kind: str, name: str, policy: str) -> None:
+        self._policy_link("Detach", kind, name, policy)
+
+    def _policy_link(self, verb: str, kind: str, name: str, policy: str) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"policies attach to {', '.join(KINDS)}, not {kind}")
+        work = getattr(self.principals, f"{verb.lower()}_{kind}_policy")
+        self._iam(f"{verb}{kind.capitalize()}Policy", kind, name, lambda: work(name, policy))
+
+    # -- access keys ---------------------------------------------------------------
+
+    def create_access_key(self, user: str) -> tuple[str, str]:
+        """A new key pair of ``user``; the secret is returned this once."""
+        return self._iam("CreateAccessKey", "user", user,
+                         lambda: self.principals.create_access_key(user))  # fmt: skip
+
+    def list_access_keys(self, user: str) -> list[AccessKey]:
+        return self._iam("ListAccessKeys", "user", user,
+                         lambda: self.principals.list_access_keys(user))  # fmt: skip
+
+    def update_access_key(self, user: str, key_id: str, active: bool) -> None:
+        self._iam("UpdateAccessKey", "user", user,
+                  lambda: self.principals.update_access_key(key_id, active))  # fmt: skip
+
+    def delete_access_key(self, user: str, key_id: str) -> None:
+        self._iam("DeleteAccessKey", "user", user,
+                  lambda: self.principals.delete_access_key(key_id))  # fmt: skip
+
+    def simulate(self, user: str, action: str, resource: str) -> Decision:
+        """Would ``user`` be allowed ``action`` on ``resource``, and by which statement."""
+        return self._iam("SimulatePrincipalPolicy", "user", user,
+                         lambda: self.access.decide(Identity(user), action, resource))  # fmt: skip
+
+    # -- secrets and the audit log -------------------------------------------------
+
+    def get_secret(self, name: str) -> dict[str, Any]:
+        self.access.authorize("secretsmanager:GetSecretValue", secret_arn(name))
+        return self.access.secrets.get(name).value
+
+    def put_secret(self, name: str, value: dict[str, Any]) -> str:
+        """Store a new version of a secret; returns its version id."""
+        self.access.authorize("secretsmanager:PutSecretValue", secret_arn(name))
+        return self.access.secrets.put(name, value)
+
+    def list_secrets(self) -> list[SecretInfo]:
+        """Secret names and descriptions (never values)."""
+        self.access.authorize("secretsmanager:ListSecrets", secret_arn("*"))
+        return self.access.secrets.list()
+
+    def audit_query(
+        self,
+        *,
+        user: str | None = None,
+        since: datetime | None = None,
+        decision: str | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        """Audit records, oldest first, of ``user``'s decisions (everyone's without)."""
+        self.access.authorize("audit:Query", AUDIT_LOG)
+        return self.access.audit.query(
+            principal=iam_arn("user", user) if user else None,
+            since=since,
+            decision=decision,
+            limit=limit,
+        )
+
+    def audit_verify(self) -> VerifyResult:
+        """Check the audit log's hash chain."""
+        self.access.authorize("audit:Query", AUDIT_LOG)
+        return self.access.audit.verify()
