@@ -17,12 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-import httpx
-
 from lakeward.config import STATE_FILE_NAME, Settings
 from lakeward.errors import ConfigError, LakewardError, StackError
 from lakeward.ingest.jhu import COMBINED_TABLE, MEASURES, QUARANTINE_TABLE
-from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.node import DEFAULT_PORT as METASTORE_PORT
 from lakeward.metastore.node import MetastoreNode, metastore_uris
 from lakeward.process import ManagedProcess, free_port, listens_on, port_is_free
@@ -156,6 +153,8 @@ class Stack:
         self.start_metastore(heal=True)
         identities = self.seed_identities()
         self.start_server()
+        from lakeward.metastore.client import MetastoreClient
+
         with MetastoreClient(metastore_uris(self.settings)) as client:
             database = self.settings.covid.database
             loaded = database in client.databases() and set(COVID_TABLES) <= set(
@@ -251,6 +250,8 @@ class Stack:
         pid = self.server_process.pid()
         if pid is None or not listens_on(pid, self.settings.server.port or 0):
             return False  # whatever answers on the port, it is not our server
+        import httpx  # here: `lakeward status` of a stopped stack never needs it
+
         try:
             return httpx.get(f"{self.server_url()}/health", timeout=2).status_code == 200
         except httpx.HTTPError:

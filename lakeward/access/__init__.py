@@ -23,6 +23,7 @@ current_request_id: ContextVar[str | None] = ContextVar("lakeward_request_id", d
 current_source: ContextVar[str] = ContextVar("lakeward_source", default="cli")
 current_context: ContextVar[dict[str, object]] = ContextVar("lakeward_context", default={})  # noqa: B039 - never mutated; each request sets its own
 
+
 class Authorizer(Protocol):
     """The one check every service makes before acting (``AccessControl`` implements it)."""
 

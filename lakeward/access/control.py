@@ -22,12 +22,12 @@ from pathlib import Path
 
 from lakeward.access import (
     ROOT,
+    arns,
     current_context,
     current_principal,
     current_request_id,
     current_source,
 )
-from lakeward.access import arns
 from lakeward.access.arns import iam_arn, user_arn
 from lakeward.access.audit import AuditLog, AuditRecord
 from lakeward.access.keys import derive_key, load_master_key
@@ -36,7 +36,6 @@ from lakeward.access.principals import Principals
 from lakeward.access.secrets import SecretStore
 from lakeward.config import Settings
 from lakeward.errors import AccessDenied
-
 
 ROLE_PREFIX = "role/"
 
@@ -67,7 +66,9 @@ class Identity:
     def arn(self) -> str:
         if self.is_root:
             return arns.ROOT
-        return iam_arn("role", self.name.removeprefix(ROLE_PREFIX)) if self.is_role else user_arn(self.name)
+        if self.is_role:
+            return iam_arn("role", self.name.removeprefix(ROLE_PREFIX))
+        return user_arn(self.name)
 
 
 class AccessControl:

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from lakeward.cli._common import ConfigFile, DataDir, err, out, print_pairs, settings_for
 from lakeward.cli.bi import bi_app
 from lakeward.cli.db import db_app
 from lakeward.cli.erasure import demo_app, erasure_app
 from lakeward.cli.iam import audit, iam_app, secrets_app
 from lakeward.cli.metastore import metastore_app
-from lakeward.config import Settings, load_settings
 from lakeward.errors import LakewardError, StackError
 
 app = typer.Typer(
@@ -41,42 +39,15 @@ app.add_typer(erasure_app, name="erasure")
 app.add_typer(demo_app, name="demo-data")
 app.add_typer(bi_app, name="bi")
 
-out = Console()
-err = Console(stderr=True)
-
-DataDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--data-dir",
-        help="The stack's data dir [default: ./.lakeward, or LAKEWARD_DATA_DIR]",
-        show_default=False,
-    ),
-]
-ConfigFile = Annotated[
-    Path | None,
-    typer.Option("--config", help="Stack file [default: ./lakeward.toml if present]"),
-]
 CovidSource = Annotated[
     str | None,
     typer.Option(
         "--covid-source",
         "--source",
-        help="Directory or URL of the JHU CSSE time series [default: JHU on GitHub, "
-        "or LAKEWARD_COVID_SOURCE]",
+        help="Directory or URL of the JHU CSSE time series",
+        show_default="JHU on GitHub, or LAKEWARD_COVID_SOURCE",
     ),
 ]
-
-
-def _settings(
-    data_dir: Path | None, config: Path | None = None, overrides: dict[str, Any] | None = None
-) -> Settings:
-    return load_settings(data_dir=data_dir, config_file=config, overrides=overrides)
-
-
-def _print_pairs(pairs: dict[str, str]) -> None:
-    width = max(len(k) for k in pairs)
-    for key, value in pairs.items():
-        out.print(f"{key:<{width}} = {value}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -90,10 +61,10 @@ def up(
     from lakeward.progress import RichProgress
     from lakeward.stack import Stack
 
-    settings = _settings(data_dir, config, overrides={"covid.source": covid_source})
+    settings = settings_for(data_dir, config, overrides={"covid.source": covid_source})
     with RichProgress() as progress:
         outputs = Stack(settings, progress).up(reload=reload)
-    _print_pairs(outputs)
+    print_pairs(outputs)
 
 
 @app.command()
@@ -106,7 +77,7 @@ def down(
     """Stop the stack and, without --retain-data, delete its data."""
     from lakeward.stack import Stack
 
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     Stack(settings).down(retain_data=retain_data)
     kept = "data kept in" if retain_data else "data deleted:"
     out.print(f"stack stopped; {kept} {settings.data_dir}")
@@ -117,7 +88,7 @@ def status(data_dir: DataDir = None) -> None:
     """Show each component of the stack and whether it is healthy."""
     from lakeward.stack import Stack
 
-    components = Stack(_settings(data_dir)).status()
+    components = Stack(settings_for(data_dir)).status()
     table = Table("component", "state", "detail")
     for component in components:
         colour = {"running": "green", "stopped": "dim", "unhealthy": "red"}[component.state]
@@ -139,7 +110,7 @@ def serve(
     from lakeward.http import create_app
     from lakeward.stack import SERVER_PORT
 
-    settings = _settings(data_dir, overrides={"server.host": host, "server.port": port})
+    settings = settings_for(data_dir, overrides={"server.host": host, "server.port": port})
     uvicorn.run(
         create_app(settings),
         host=settings.server.host,
@@ -154,7 +125,7 @@ def etl_covid(data_dir: DataDir = None, covid_source: CovidSource = None) -> Non
     from lakeward.ingest.covid import CovidEtl
     from lakeward.progress import RichProgress
 
-    settings = _settings(data_dir, overrides={"covid.source": covid_source})
+    settings = settings_for(data_dir, overrides={"covid.source": covid_source})
     with RichProgress() as progress:
         report = CovidEtl(settings, progress).run()
     table = Table("measure", "rows", "loaded", "quarantined", "no lat/long", "output rows")
@@ -180,10 +151,10 @@ def query(
     data_dir: DataDir = None,
     catalog: Annotated[str | None, typer.Option(help="Default catalog")] = None,
     database: Annotated[str | None, typer.Option(help="Default database")] = None,
-    workgroup: Annotated[str | None, typer.Option(help="Workgroup [default: primary]")] = None,
+    workgroup: Annotated[str | None, typer.Option(help="Workgroup", show_default="primary")] = None,
     output: Annotated[str, typer.Option(help="table, csv or json")] = "table",
     endpoint: Annotated[
-        str | None, typer.Option(help="API endpoint [default: the stack's server]")
+        str | None, typer.Option(help="API endpoint", show_default="the stack's server")
     ] = None,
 ) -> None:
     """Run a query through the Athena-compatible API and print its result."""
@@ -193,7 +164,7 @@ def query(
 
     if output not in ("table", "csv", "json"):
         raise typer.BadParameter("must be table, csv or json", param_hint="--output")
-    client = athena_client(_settings(data_dir), endpoint)
+    client = athena_client(settings_for(data_dir), endpoint)
     with Status("running query", console=err):
         names, rows, execution = run_query(client, sql, catalog, database, workgroup)
     print_result(names, rows, output)
@@ -208,7 +179,7 @@ def query(
 @app.command()
 def credentials(data_dir: DataDir = None) -> None:
     """Print the API's access key pair as environment variables for AWS clients."""
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     if settings.api.access_key_id is None:
         raise StackError("the stack has no API credentials yet; start it with: lakeward up")
     out.print(f"export AWS_ACCESS_KEY_ID={settings.api.access_key_id}", highlight=False)

@@ -18,6 +18,8 @@ from rich.console import Console
 if TYPE_CHECKING:
     from lakeward.access.control import AccessControl
     from lakeward.config import Settings
+    from lakeward.erasure.service import ErasureIndexService
+    from lakeward.erasure.workflow import ErasureWorkflow
 
 out = Console()
 err = Console(stderr=True)
@@ -26,13 +28,13 @@ DataDir = Annotated[
     Path | None,
     typer.Option(
         "--data-dir",
-        help="The stack's data dir [default: ./.lakeward, or LAKEWARD_DATA_DIR]",
-        show_default=False,
+        help="The stack's data dir",
+        show_default="./.lakeward, or LAKEWARD_DATA_DIR",
     ),
 ]
 ConfigFile = Annotated[
     Path | None,
-    typer.Option("--config", help="Stack file [default: ./lakeward.toml if present]"),
+    typer.Option("--config", help="Stack file", show_default="./lakeward.toml if present"),
 ]
 
 
@@ -66,6 +68,25 @@ def access_for(data_dir: Path | None) -> AccessControl:
     else:
         current_principal.set(ROOT)
     return access
+
+
+def erasure_service(data_dir: Path | None) -> ErasureIndexService:
+    """The erasure index service of the stack, authorizing as the caller the environment names."""
+    from lakeward.erasure.service import ErasureIndexService
+
+    access = access_for(data_dir)
+    return ErasureIndexService(settings_for(data_dir), access=access)
+
+
+def erasure_workflow(data_dir: Path | None) -> ErasureWorkflow:
+    """The erasure workflow of the stack (with its own index service), as the caller."""
+    from lakeward.erasure.service import ErasureIndexService
+    from lakeward.erasure.workflow import ErasureWorkflow
+
+    settings = settings_for(data_dir)
+    access = access_for(data_dir)
+    index = ErasureIndexService(settings, access=access)
+    return ErasureWorkflow(settings, index=index, access=access, owns_index=True)
 
 
 def print_pairs(pairs: dict[str, Any]) -> None:

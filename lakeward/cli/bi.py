@@ -11,27 +11,27 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from lakeward.access import current_principal
-from lakeward.bi.service import BiService
-from lakeward.cli.iam import access_for
+from lakeward.cli._common import DataDir, access_for, out
 from lakeward.errors import InvalidRequest, LakewardError
-from lakeward.query.service import QueryService
+
+if TYPE_CHECKING:  # the BI and query cores load duckdb and sqlglot: only when a command runs
+    from lakeward.bi.service import BiService
 
 bi_app = typer.Typer(help="BI data sources, datasets, extracts and dashboards.",
                      no_args_is_help=True)  # fmt: skip
-out = Console()
-
-DataDir = Annotated[Path | None, typer.Option("--data-dir", help="The stack's data dir")]
 
 
 @contextmanager
 def _service(data_dir: Path | None) -> Iterator[tuple[BiService, str]]:
+    from lakeward.access import current_principal
+    from lakeward.bi.service import BiService
+    from lakeward.query.service import QueryService
+
     access = access_for(data_dir)
     queries = QueryService(access.settings, access=access)
     service = BiService(access.settings, access, queries)

@@ -11,28 +11,31 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from lakeward.cli.iam import access_for
-from lakeward.databases import CLASSES, DEFAULT_CLASS, ENGINES, Endpoint, InstanceInfo, Instances
+from lakeward.access.arns import db_arn, secret_arn
+from lakeward.cli._common import DataDir, access_for, out
+from lakeward.databases.base import ENGINES, Endpoint
+from lakeward.databases.classes import CLASSES, DEFAULT_CLASS
 from lakeward.errors import InvalidRequest
+
+if TYPE_CHECKING:  # the instances' registry loads sqlalchemy: only when a command runs
+    from lakeward.databases import InstanceInfo, Instances
 
 db_app = typer.Typer(
     help="Managed database instances (the RDS analogue): PostgreSQL, MySQL, MariaDB.",
     no_args_is_help=True,
 )
-out = Console()
-
-DataDir = Annotated[Path | None, typer.Option("--data-dir", help="The stack's data dir")]
 Name = Annotated[str, typer.Argument(help="Instance name (lower-case letters, digits, -)")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON")]
 
 
 def _instances(data_dir: Path | None, action: str, name: str) -> Instances:
+    from lakeward.databases import Instances
+
     access = access_for(data_dir)
     access.authorize(f"rds:{action}", db_arn(name))
     return Instances(access.settings, secrets=access.secrets)
@@ -190,11 +193,10 @@ def delete(
 @db_app.command("credentials")
 def credentials(name: Name, data_dir: DataDir = None, as_json: AsJson = False) -> None:
     """Print the master user and password of an instance (from the secrets store)."""
+    from lakeward.databases import Instances
+
     access = access_for(data_dir)
-    secret = f"databases/{name}/master"
-    access.authorize(
-        "secretsmanager:GetSecretValue", f"arn:lakeward:secretsmanager:::secret:{secret}"
-    )
+    access.authorize("secretsmanager:GetSecretValue", secret_arn(f"databases/{name}/master"))
     instances = Instances(access.settings, secrets=access.secrets)
     master = instances.credentials(name)
     endpoint = instances.endpoint(name)

@@ -3,26 +3,23 @@
 ``erasure_app`` holds the data-subject commands (``find``, and the request
 workflow's); ``index_app`` (``lakeward erasure index ...``) the index's
 maintenance commands. Commands act as the caller the environment names (see
-``lakeward.cli.iam.access_for``) and are authorized like API calls.
+``lakeward.cli._common.access_for``) and are authorized like API calls.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from lakeward.cli._common import DataDir, erasure_service, err, out
 from lakeward.cli.erasure_index import register as register_index_commands
 from lakeward.cli.erasure_purge import register as register_purge_commands
-from lakeward.cli.iam import access_for
-from lakeward.config import load_settings
 
 if TYPE_CHECKING:  # the erasure core loads pyarrow: only when a command needs it
-    from lakeward.erasure.service import ErasureIndexService, UserFindings
+    from lakeward.erasure.service import UserFindings
 
 erasure_app = typer.Typer(
     help="Right to erasure: where each user's data is, and its purge.", no_args_is_help=True
@@ -30,19 +27,6 @@ erasure_app = typer.Typer(
 index_app = typer.Typer(help="The erasure index metastore.", no_args_is_help=True)
 erasure_app.add_typer(index_app, name="index")
 demo_app = typer.Typer(help="Generated data to try lakeward on.", no_args_is_help=True)
-
-out = Console()
-err = Console(stderr=True)
-
-DataDir = Annotated[Path | None, typer.Option("--data-dir", help="The stack's data dir")]
-
-
-def erasure_service(data_dir: Path | None) -> ErasureIndexService:
-    """The index service of the stack, authorizing as the caller the environment names."""
-    from lakeward.erasure.service import ErasureIndexService
-
-    access = access_for(data_dir)
-    return ErasureIndexService(load_settings(data_dir=data_dir), access=access)
 
 
 @erasure_app.command("find")
@@ -98,7 +82,9 @@ def demo_gdpr(
     prefix: Annotated[str, typer.Option(help="Key prefix in the data bucket")] = "gdpr/",
     database_url: Annotated[
         str | None,
-        typer.Option(help="Database of the relational tables [default: SQLite in the data dir]"),
+        typer.Option(
+            help="Database of the relational tables", show_default="SQLite in the data dir"
+        ),
     ] = None,
     index: Annotated[bool, typer.Option(help="Index the datasets once written")] = True,
 ) -> None:

@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from lakeward.config import load_settings
-
-out = Console()
-DataDir = Annotated[Path | None, typer.Option("--data-dir", help="The stack's data dir")]
+from lakeward.cli._common import DataDir, access_for, erasure_service, out, settings_for
 
 
 def build(
@@ -32,7 +27,6 @@ def build(
 
     Authorized as ``erasure:BuildIndex`` on ``arn:lakeward:erasure:::index``.
     """
-    from lakeward.cli.erasure import erasure_service
     from lakeward.erasure.batch import BatchIndexBuild
     from lakeward.progress import RichProgress
 
@@ -68,7 +62,7 @@ def status(
 
     if output not in ("text", "json"):
         raise typer.BadParameter("must be text or json", param_hint="--output")
-    settings = load_settings(data_dir=data_dir)
+    settings = settings_for(data_dir)
     service = ErasureIndexService(settings)
     try:
         index = service.status()
@@ -140,11 +134,10 @@ def webhook(
     Authorized as ``erasure:GetWebhookToken`` (and ``erasure:RotateWebhookToken`` with
     ``--rotate``) on ``arn:lakeward:erasure:::webhook``.
     """
-    from lakeward.cli.iam import access_for
     from lakeward.erasure.realtime.webhook import token_for_caller
     from lakeward.stack import SERVER_PORT
 
-    settings = load_settings(data_dir=data_dir)
+    settings = settings_for(data_dir)
     access = access_for(data_dir)
     token = token_for_caller(access, access.secrets, rotate=rotate)
     host, port = settings.server.host, settings.server.port or SERVER_PORT

@@ -15,36 +15,16 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from lakeward.access import current_principal
-from lakeward.cli.iam import access_for
-from lakeward.config import load_settings
+from lakeward.cli._common import DataDir, erasure_workflow, out, print_pairs
 
 if TYPE_CHECKING:  # the erasure core loads pyarrow: only when a command runs
     from lakeward.erasure.requests import Request
     from lakeward.erasure.workflow import ErasureWorkflow
 
-out = Console()
-DataDir = Annotated[Path | None, typer.Option("--data-dir", help="The stack's data dir")]
 Output = Annotated[str, typer.Option(help="text or json")]
-
-
-def workflow(data_dir: Path | None) -> ErasureWorkflow:
-    from lakeward.erasure.service import ErasureIndexService
-    from lakeward.erasure.workflow import ErasureWorkflow
-
-    settings = load_settings(data_dir=data_dir)
-    access = access_for(data_dir)
-    index = ErasureIndexService(settings, access=access)
-    return ErasureWorkflow(settings, index=index, access=access, owns_index=True)
-
-
-def _pairs(pairs: dict[str, object]) -> None:
-    width = max(len(k) for k in pairs)
-    for key, value in pairs.items():
-        out.print(f"{key:<{width}} = {value}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _show(flow: ErasureWorkflow, current: Request, output: str, full: bool = False) -> None:
@@ -53,11 +33,11 @@ def _show(flow: ErasureWorkflow, current: Request, output: str, full: bool = Fal
     if output == "json":
         typer.echo(json.dumps(request_json(flow, current, full), indent=2, ensure_ascii=False))
         return
-    _pairs({"request_id": current.id, "state": current.state,
+    print_pairs({"request_id": current.id, "state": current.state,
             "user_ids": ", ".join(current.user_ids), "requester": current.requester,
             "dry_run": str(current.dry_run).lower()})  # fmt: skip
     if current.last_error:
-        _pairs({"last_error": current.last_error})
+        print_pairs({"last_error": current.last_error})
     if not full:
         return
     history = Table("at", "state", "by", "note", title="history", title_justify="left")
@@ -85,14 +65,16 @@ def _output(output: str) -> str:
 def request(
     user_ids: Annotated[list[str], typer.Argument(help="User ids to erase (taken literally)")],
     data_dir: DataDir = None,
-    requester: Annotated[str | None, typer.Option(help="Who asks [default: the caller]")] = None,
+    requester: Annotated[
+        str | None, typer.Option(help="Who asks", show_default="the caller")
+    ] = None,
     contact: Annotated[str | None, typer.Option(help="The data subject's email")] = None,
     reason: Annotated[str, typer.Option(help="Why, for the report")] = "",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Make the report only")] = False,
     output: Output = "text",
 ) -> None:
     """Ask for the erasure of users' data (joins a pending request for the same users)."""
-    flow = workflow(data_dir)
+    flow = erasure_workflow(data_dir)
     try:
         current, joined = flow.request(
             user_ids, requester or current_principal.get() or "cli", contact=contact,
@@ -100,14 +82,14 @@ def request(
         )  # fmt: skip
         _show(flow, current, _output(output))
         if output == "text":
-            _pairs({"joined": str(joined).lower()})
+            print_pairs({"joined": str(joined).lower()})
     finally:
         flow.close()
 
 
 def status(request_id: str, data_dir: DataDir = None, output: Output = "text") -> None:
     """A request's state, its history and the places it purges."""
-    flow = workflow(data_dir)
+    flow = erasure_workflow(data_dir)
     try:
         _show(flow, flow.get_request(request_id), _output(output), full=True)
     finally:
@@ -119,7 +101,7 @@ def list_requests(
     state: Annotated[str | None, typer.Option(help="Only requests in this state")] = None,
 ) -> None:
     """Recent erasure requests, newest first."""
-    flow = workflow(data_dir)
+    flow = erasure_workflow(data_dir)
     try:
         table = Table("request", "state", "users", "requester", "created")
         for r in flow.list_requests([state] if state else None):
@@ -131,7 +113,7 @@ def list_requests(
 
 
 def _decide(data_dir: Path | None, request_id: str, action: str, note: str = "") -> None:
-    flow = workflow(data_dir)
+    flow = erasure_workflow(data_dir)
     try:
         actor = current_principal.get() or "cli"
         if action == "approve":
@@ -169,10 +151,10 @@ def worker(
     poll: Annotated[float, typer.Option(help="Seconds between looks for work")] = 1.0,
 ) -> None:
     """Run the erasure workflow's steps: reports, approval emails, purges, verification."""
-    flow = workflow(data_dir)
+    flow = erasure_workflow(data_dir)
     try:
         if once:
-            _pairs({"steps": flow.run_pending()})
+            print_pairs({"steps": flow.run_pending()})
             return
         stopping = threading.Event()
 
@@ -193,13 +175,14 @@ def vacuum(
     """Drop the ``{}`` placeholders purges leave in JSON-lines objects, and re-index them."""
     from lakeward.erasure.vacuum import vacuum as run_vacuum
 
-    flow = workflow(data_dir)
+    flow = erasure_workflow(data_dir)
     try:
         result = run_vacuum(flow.index, prefix)
-        _pairs({"objects_compacted": result.objects, "placeholders_dropped": result.placeholders,
-                "bytes_before": result.bytes_before, "bytes_after": result.bytes_after,
-                "bytes_reclaimed": result.bytes_before - result.bytes_after,
-                "objects_changed_meanwhile": len(result.skipped)})  # fmt: skip
+        print_pairs({"objects_compacted": result.objects,
+                     "placeholders_dropped": result.placeholders,
+                     "bytes_before": result.bytes_before, "bytes_after": result.bytes_after,
+                     "bytes_reclaimed": result.bytes_before - result.bytes_after,
+                     "objects_changed_meanwhile": len(result.skipped)})  # fmt: skip
     finally:
         flow.close()
 

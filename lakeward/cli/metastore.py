@@ -3,33 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from lakeward.config import Settings, load_settings
+from lakeward.cli._common import ConfigFile, DataDir, out, settings_for
+
+if TYPE_CHECKING:
+    from lakeward.config import Settings
 
 metastore_app = typer.Typer(help="The Hive Metastore nodes of the stack.", no_args_is_help=True)
-out = Console()
-
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="The stack's data dir [default: ./.lakeward]"),
-]
-ConfigFile = Annotated[
-    Path | None,
-    typer.Option("--config", help="Stack file [default: ./lakeward.toml if present]"),
-]
 
 
 def _settings(
     data_dir: Path | None, config: Path | None = None, nodes: int | None = None
 ) -> Settings:
-    return load_settings(
-        data_dir=data_dir, config_file=config, overrides={"metastore.nodes": nodes}
-    )
+    return settings_for(data_dir, config, overrides={"metastore.nodes": nodes})
 
 
 @metastore_app.command("start")
@@ -37,7 +27,7 @@ def start(
     data_dir: DataDir = None,
     config: ConfigFile = None,
     nodes: Annotated[
-        int | None, typer.Option("--nodes", help="Number of nodes [default: metastore.nodes]")
+        int | None, typer.Option("--nodes", help="Number of nodes", show_default="metastore.nodes")
     ] = None,
 ) -> None:
     """Start the metastore nodes (creating the schema on first start)."""

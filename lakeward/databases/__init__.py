@@ -7,11 +7,25 @@ loaded by ``load_engine``. See docs/databases.md.
 
 from __future__ import annotations
 
-from lakeward.databases.base import ENGINES, Endpoint, Engine, MasterCredentials, load_engine
-from lakeward.databases.classes import CLASSES, DEFAULT_CLASS, InstanceClass
-from lakeward.databases.instances import Instances
-from lakeward.databases.maintenance import Window, parse_window
-from lakeward.databases.registry import STATUSES, InstanceInfo
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lakeward.databases.base import ENGINES, Endpoint, Engine, MasterCredentials, load_engine
+    from lakeward.databases.classes import CLASSES, DEFAULT_CLASS, InstanceClass
+    from lakeward.databases.instances import Instances
+    from lakeward.databases.maintenance import Window, parse_window
+    from lakeward.databases.registry import STATUSES, InstanceInfo
+
+# Name -> module, imported on first use: ``lakeward --help`` needs the engine and
+# class names, not the service behind them.
+_HOMES = {
+    **dict.fromkeys(["ENGINES", "Endpoint", "Engine", "MasterCredentials", "load_engine"], "base"),
+    **dict.fromkeys(["CLASSES", "DEFAULT_CLASS", "InstanceClass"], "classes"),
+    "Instances": "instances",
+    **dict.fromkeys(["Window", "parse_window"], "maintenance"),
+    **dict.fromkeys(["STATUSES", "InstanceInfo"], "registry"),
+}
 
 __all__ = [
     "CLASSES",
@@ -28,3 +42,9 @@ __all__ = [
     "load_engine",
     "parse_window",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(import_module(f"lakeward.databases.{_HOMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

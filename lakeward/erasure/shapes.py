@@ -36,9 +36,7 @@ def findings_json(found: UserFindings) -> dict[str, Any]:
     }
 
 
-def request_json(
-    flow: ErasureWorkflow, current: Request, full: bool = False
-) -> dict[str, Any]:
+def request_json(flow: ErasureWorkflow, current: Request, full: bool = False) -> dict[str, Any]:
     """The JSON shape of a request; ``full`` adds its history and targets."""
     data = current.as_dict()
     if full:

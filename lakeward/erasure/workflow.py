@@ -171,7 +171,9 @@ class ErasureWorkflow:
             self._refused(request_id, principal, exc)
             raise
         if principal is not None:
-            self.access.authorize(APPROVE_ACTION, erasure_request_arn(request_id), principal=principal)
+            self.access.authorize(
+                APPROVE_ACTION, erasure_request_arn(request_id), principal=principal
+            )
         if not self.store.use_link(claims.nonce, request_id):
             replayed = approval.LinkRefused("this approval link was used already")
             self._refused(request_id, principal, replayed)

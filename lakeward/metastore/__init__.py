@@ -1,5 +1,22 @@
-"""The Hive Metastore: Thrift client, nodes, and the databases behind them."""
+"""The Hive Metastore: Thrift client, nodes, and the databases behind them.
 
-from lakeward.metastore.client import Column, MetastoreClient, TableInfo
+The client is imported on first use: the Thrift bindings take a while to load,
+and commands such as ``lakeward status`` look at the nodes without them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lakeward.metastore.client import Column, MetastoreClient, TableInfo
 
 __all__ = ["Column", "MetastoreClient", "TableInfo"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from lakeward.metastore import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,6 @@ from lakeward.config import Settings
 from lakeward.errors import StackError
 from lakeward.jvm import find_java, java_env
 from lakeward.metastore.backends import MetastoreBackend, load_backend
-from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.launcher import LAUNCHER_CLASS, launcher_classes
 from lakeward.process import ManagedProcess, listens_on, port_is_free
 from lakeward.storage.paths import hadoop_uri, warehouse_uri
@@ -99,6 +98,8 @@ class MetastoreNode:
         pid = self.process.pid()
         if pid is None or not listens_on(pid, self.port):
             return False
+        from lakeward.metastore.client import MetastoreClient  # Thrift: loaded when probed
+
         with MetastoreClient([self.probe_uri], timeout=5.0, rounds=1, retry_delay=0) as client:
             return client.ping()
 

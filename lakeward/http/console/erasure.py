@@ -13,9 +13,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
+from lakeward.access.arns import erasure_request_arn
 from lakeward.access.sessions import Session
 from lakeward.erasure.requests import AWAITING_APPROVAL
-from lakeward.access.arns import erasure_request_arn
 from lakeward.erasure.shapes import view_request
 from lakeward.erasure.workflow import LIST_ACTION, ErasureWorkflow
 from lakeward.errors import InvalidRequest, ResourceNotFound
