@@ -97,13 +97,14 @@ def print_result(names: list[str], rows: list[list[str | None]], output: str) ->
     elif output == "json":
         print(json.dumps([dict(zip(names, r, strict=True)) for r in rows], indent=2))
     else:
-        from rich.console import Console
         from rich.table import Table
+
+        from lakeward.cli._common import out
 
         table = Table(*names)
         for row in rows:
             table.add_row(*("NULL" if v is None else v for v in row))
-        Console().print(table)
+        out.print(table)
 
 
 __all__ = ["LakewardError", "athena_client", "print_result", "run_query"]

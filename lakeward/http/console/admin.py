@@ -154,7 +154,7 @@ def admin_router(console: Console) -> APIRouter:
         limit: int = 200,
     ) -> HTMLResponse:
         if not 1 <= hours <= 24 * 366:
-            # Checked after the permission, as before: a refusal is audited either way.
+            # The permission first, as on every page: a bad filter tells a refused caller nothing.
             iam.access.authorize("audit:Query", AUDIT_LOG)
             raise InvalidRequest("hours: between 1 and 8784")
         records = iam.audit_query(
