@@ -9,16 +9,22 @@ from __future__ import annotations
 
 ARN_PREFIX = "arn:lakeward"
 
-AUDIT_LOG = f"{ARN_PREFIX}:audit:::log"
-ROOT = f"{ARN_PREFIX}:iam:::root"
-ERASURE_INDEX = f"{ARN_PREFIX}:erasure:::index"
+
+def arn(service: str, resource: str) -> str:
+    """``arn:lakeward:<service>:::<resource>``: lakeward has no regions or accounts."""
+    return f"{ARN_PREFIX}:{service}:::{resource}"
+
+
+AUDIT_LOG = arn("audit", "log")
+ROOT = arn("iam", "root")
+ERASURE_INDEX = arn("erasure", "index")
 """The resource of the erasure index's maintenance (``erasure:BuildIndex``)."""
-ERASURE_WEBHOOK = f"{ARN_PREFIX}:erasure:::webhook"
+ERASURE_WEBHOOK = arn("erasure", "webhook")
 
 
 def iam_arn(kind: str, name: str) -> str:
     """An IAM object: ``kind`` is user, group, role or policy; ``name`` may be ``*``."""
-    return f"{ARN_PREFIX}:iam:::{kind}/{name}"
+    return arn("iam", f"{kind}/{name}")
 
 
 def user_arn(name: str) -> str:
@@ -26,35 +32,35 @@ def user_arn(name: str) -> str:
 
 
 def secret_arn(name: str) -> str:
-    return f"{ARN_PREFIX}:secretsmanager:::secret:{name}"
+    return arn("secretsmanager", f"secret:{name}")
 
 
 def catalog_arn(name: str) -> str:
-    return f"{ARN_PREFIX}:athena:::datacatalog/{name}"
+    return arn("athena", f"datacatalog/{name}")
 
 
 def workgroup_arn(name: str) -> str:
-    return f"{ARN_PREFIX}:athena:::workgroup/{name}"
+    return arn("athena", f"workgroup/{name}")
 
 
 def quicksight_arn(kind: str, resource_id: str) -> str:
     """A BI object: ``kind`` is datasource, dataset, analysis or dashboard."""
-    return f"{ARN_PREFIX}:quicksight:::{kind}/{resource_id}"
+    return arn("quicksight", f"{kind}/{resource_id}")
 
 
 def s3_arn(bucket: str, key: str = "") -> str:
-    return f"{ARN_PREFIX}:s3:::{bucket}/{key}" if key else f"{ARN_PREFIX}:s3:::{bucket}"
+    return arn("s3", f"{bucket}/{key}" if key else bucket)
 
 
 def db_arn(name: str) -> str:
     """A managed database instance (``rds:*`` actions)."""
-    return f"{ARN_PREFIX}:rds:::db:{name}"
+    return arn("rds", f"db:{name}")
 
 
 def erasure_user_arn(user_id: str) -> str:
     """The resource a permission on one data subject names (``erasure:Find`` and friends)."""
-    return f"{ARN_PREFIX}:erasure:::user/{user_id}"
+    return arn("erasure", f"user/{user_id}")
 
 
 def erasure_request_arn(request_id: str) -> str:
-    return f"{ARN_PREFIX}:erasure:::request/{request_id}"
+    return arn("erasure", f"request/{request_id}")

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lakeward.access.arns import ARN_PREFIX
 from lakeward.access.conditions import (
     Chunk,
     Condition,
@@ -112,7 +113,7 @@ _STATEMENT_ELEMENTS = (
 )
 _ACTION = re.compile(r"[A-Za-z0-9*?-]+:[A-Za-z0-9*?]+")
 _SID = re.compile(r"[A-Za-z0-9]*")
-_ARN_PREFIX = "arn:lakeward:"
+_ARN_PREFIX = f"{ARN_PREFIX}:"
 _ACCEPTED = "(accepted; AWS accepts it too)"
 _ACTION_CACHE_SIZE = 1024
 

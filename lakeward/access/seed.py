@@ -13,7 +13,7 @@ import json
 import secrets
 from typing import Any
 
-from lakeward.access.arns import catalog_arn, workgroup_arn
+from lakeward.access.arns import catalog_arn, s3_arn, workgroup_arn
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
 
@@ -31,7 +31,7 @@ def seed_policies(settings: Settings) -> dict[str, dict[str, Any]]:
                     "Sid": "ReadDataBucket",
                     "Effect": "Allow",
                     "Action": ["s3:GetObject", "s3:ListBucket"],
-                    "Resource": [f"arn:lakeward:s3:::{bucket}", f"arn:lakeward:s3:::{bucket}/*"],
+                    "Resource": [s3_arn(bucket), s3_arn(bucket, "*")],
                 }
             ],
         },
@@ -48,7 +48,7 @@ def seed_policies(settings: Settings) -> dict[str, dict[str, Any]]:
                     "Sid": "SpillAndResults",
                     "Effect": "Allow",
                     "Action": ["s3:GetObject", "s3:PutObject"],
-                    "Resource": [f"arn:lakeward:s3:::{bucket}/query-results/*"],
+                    "Resource": [s3_arn(bucket, "query-results/*")],
                 },
             ],
         },
@@ -59,7 +59,7 @@ def seed_policies(settings: Settings) -> dict[str, dict[str, Any]]:
                     "Sid": "RunQueriesInPrimary",
                     "Effect": "Allow",
                     "Action": ["athena:*"],
-                    "Resource": [workgroup_arn("primary"), "arn:lakeward:athena:::datacatalog/*"],
+                    "Resource": [workgroup_arn("primary"), catalog_arn("*")],
                 }
             ],
         },

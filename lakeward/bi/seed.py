@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from lakeward.access import ROOT
+from lakeward.access.arns import arn, workgroup_arn
 from lakeward.access.control import AccessControl
 from lakeward.access.seed import BI_ROLE, CATALOG
 from lakeward.bi.model import AnalysisSpec, DatasetSpec, Share
@@ -52,7 +53,7 @@ def author_policy() -> dict[str, Any]:
                     "quicksight:CreateDataSource", "quicksight:CreateDataSet",
                     "quicksight:CreateAnalysis", "quicksight:CreateDashboard",
                 ],
-                "Resource": ["arn:lakeward:quicksight:::*"],
+                "Resource": [arn("quicksight", "*")],
             }
         ],
     }  # fmt: skip
@@ -70,7 +71,7 @@ def role_athena_policy() -> dict[str, Any]:
                     "athena:StartQueryExecution", "athena:GetQueryExecution",
                     "athena:GetQueryResults", "athena:StopQueryExecution",
                 ],
-                "Resource": ["arn:lakeward:athena:::workgroup/primary"],
+                "Resource": [workgroup_arn("primary")],
             }
         ],
     }  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
+from lakeward.access.arns import quicksight_arn
 from lakeward.access.sessions import Session
 from lakeward.bi.model import AnalysisSpec, Filter, Kind
 from lakeward.bi.service import BiService
@@ -29,14 +30,14 @@ DASHBOARDS = NavItem(
     "Dashboards",
     f"{PREFIX}/dashboards",
     "quicksight:ListDashboards",
-    "arn:lakeward:quicksight:::dashboard/*",
+    quicksight_arn("dashboard", "*"),
 )
 DATASETS = NavItem(
     "datasets",
     "Datasets",
     f"{PREFIX}/datasets",
     "quicksight:ListDataSets",
-    "arn:lakeward:quicksight:::dataset/*",
+    quicksight_arn("dataset", "*"),
 )
 
 # The console's path of each kind of BI object that can be shared.

@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
+from lakeward.access.arns import catalog_arn
 from lakeward.access.sessions import Session
 from lakeward.http.console.base import PREFIX, Console, NavItem, signed_in
 from lakeward.query.service import QueryService
@@ -18,7 +19,7 @@ NAV = NavItem(
     "Data catalogs",
     f"{PREFIX}/catalogs",
     "athena:ListDataCatalogs",
-    "arn:lakeward:athena:::datacatalog/*",
+    catalog_arn("*"),
 )
 
 
