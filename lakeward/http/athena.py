@@ -39,6 +39,7 @@ from lakeward.errors import (
     TableNotFound,
     TooManyRequests,
 )
+from lakeward.http.body import DEFAULT_MAX_BODY_BYTES, read_body
 from lakeward.http.sigv4 import Credentials, ReplayGuard, verify
 from lakeward.metastore.client import Column, TableInfo
 from lakeward.query.api import SqlApi
@@ -60,7 +61,7 @@ T = TypeVar("T")
 
 
 def athena_router(
-    api: SqlApi, credentials: Credentials, *, max_body_bytes: int = 1_048_576
+    api: SqlApi, credentials: Credentials, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 ) -> APIRouter:
     """The Athena API as ``POST /``; include it at the app's root, where SDKs post."""
     router = APIRouter()
@@ -72,7 +73,7 @@ def athena_router(
         request_id = str(uuid.uuid4())
         target = request.headers.get("x-amz-target", "")
         try:
-            body = await _read_body(request, max_body_bytes)
+            body = await read_body(request, max_body_bytes)
             # Condition keys policies may test (aws:SourceIp, ...); read by the authorizer.
             current_context.set(
                 {
@@ -100,19 +101,6 @@ def athena_router(
             return _error_response(exc, target, request_id)
 
     return router
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    too_large = InvalidRequest(f"request body too large: the limit is {limit} bytes")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    body = bytearray()
-    async for chunk in request.stream():  # never buffer more than the limit
-        body += chunk
-        if len(body) > limit:
-            raise too_large
-    return bytes(body)
 
 
 def _handle(

@@ -15,23 +15,14 @@ from lakeward.access.sessions import Session, Sessions
 from lakeward.bi.dashboards import Mode
 from lakeward.bi.model import Kind
 from lakeward.bi.service import BiService
-from lakeward.errors import InvalidRequest, PayloadTooLarge
+from lakeward.errors import InvalidRequest
+from lakeward.http.body import DEFAULT_MAX_BODY_BYTES, read_body
 from lakeward.http.sessions import session_dependency
-
-MAX_BODY_BYTES = 1_048_576
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    """The request's JSON object, read up to ``MAX_BODY_BYTES`` (never buffering more)."""
-    too_large = PayloadTooLarge(f"request body too large: the limit is {MAX_BODY_BYTES} bytes")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise too_large
-    data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > MAX_BODY_BYTES:
-            raise too_large
+    """The request's JSON object, read up to ``DEFAULT_MAX_BODY_BYTES`` (never buffering more)."""
+    data = await read_body(request, DEFAULT_MAX_BODY_BYTES)
     try:
         value = json.loads(data or b"{}")
     except (ValueError, UnicodeDecodeError) as exc:

@@ -17,7 +17,8 @@ from fastapi.responses import JSONResponse
 from lakeward.access.control import AccessControl
 from lakeward.erasure.realtime import RealtimeIndexer, parse_body
 from lakeward.erasure.realtime.webhook import MAX_BODY_BYTES, token_matches, webhook_token
-from lakeward.errors import PayloadTooLarge, Unauthenticated
+from lakeward.errors import Unauthenticated
+from lakeward.http.body import read_body
 
 TOKEN_TTL = 10.0
 """Seconds the server keeps the webhook token before reading it again."""
@@ -39,24 +40,15 @@ def events_router(access: AccessControl, indexer: RealtimeIndexer | None = None)
             # One answer for a missing and a wrong token: nothing to probe.
             raise Unauthenticated("a valid webhook token is required (Authorization: Bearer …)")
 
-    async def read_limited(request: Request) -> bytes:
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise PayloadTooLarge(f"the notification is over {MAX_BODY_BYTES} bytes")
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_BODY_BYTES:  # chunked bodies declare no length
-                raise PayloadTooLarge(f"the notification is over {MAX_BODY_BYTES} bytes")
-        return bytes(body)
-
     @router.post("/s3")
     async def s3_events(
         request: Request, authorization: Annotated[str | None, Header()] = None
     ) -> JSONResponse:
         """Accept an S3 (AWS, MinIO, or SNS-wrapped) event notification."""
         authenticate(authorization)
-        parsed = parse_body(await read_limited(request), source="webhook")
+        parsed = parse_body(
+            await read_body(request, MAX_BODY_BYTES, what="the notification"), source="webhook"
+        )
         indexer.accept(parsed)
         summary = {
             "accepted": len(parsed.events),

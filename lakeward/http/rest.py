@@ -16,31 +16,15 @@ from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
 from lakeward.access import current_context, current_principal, current_request_id, current_source
-from lakeward.errors import InvalidRequest, Unauthenticated
+from lakeward.errors import Unauthenticated
+from lakeward.http.body import DEFAULT_MAX_BODY_BYTES, read_body
 from lakeward.http.sigv4 import MISSING_TOKEN, Credentials, ReplayGuard, verify
-
-DEFAULT_MAX_BODY = 1_048_576
 
 
 @dataclass(frozen=True)
 class SignedRequest:
     principal: str  # the access key id that signed
     body: bytes
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused as soon as it is known to be larger than ``limit``."""
-    too_large = InvalidRequest(f"request body too large: the limit is {limit} bytes")
-    too_large.http_status = 413
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    body = bytearray()
-    async for chunk in request.stream():  # never buffer more than the limit
-        body += chunk
-        if len(body) > limit:
-            raise too_large
-    return bytes(body)
 
 
 async def signed_request(
@@ -50,7 +34,7 @@ async def signed_request(
     source: str,
     request_id: str,
     replay_guard: ReplayGuard | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> SignedRequest:
     """Verify a REST request's SigV4 signature: ``Unauthenticated`` (401) when unsigned,
     ``AccessDenied`` (403) when the signature or key is wrong.

@@ -64,3 +64,13 @@ def test_bi_decisions_are_the_session_users_from_the_console(client: TestClient)
     settings = client.app.state.settings  # type: ignore[attr-defined]
     records = AccessControl(settings).audit.query(principal="arn:lakeward:iam:::user/ana")
     assert records and records[-1].source == "console"
+
+
+def test_a_browser_at_the_root_meets_the_console_and_the_athena_api_stays(
+    client: TestClient,
+) -> None:
+    page = client.get("/", follow_redirects=False)
+    assert page.status_code == 307 and page.headers["location"] == "/console/"
+    assert client.get("/").url.path.startswith("/console/")  # the sign-in page, as HTML
+    unsigned = client.post("/", headers={"x-amz-target": "AmazonAthena.ListWorkGroups"})
+    assert unsigned.status_code == 400 and "__type" in unsigned.json()

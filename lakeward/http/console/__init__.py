@@ -21,7 +21,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from lakeward.access.control import AccessControl
@@ -73,6 +73,12 @@ def install_console(
     app.include_router(query.query_router(console, service))
     app.include_router(erasure.erasure_router(console))
     app.include_router(admin.admin_router(console))
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        # A browser opening the server's address meets the console; the Athena API
+        # is a POST to the same path (athena_router) and stays there.
+        return RedirectResponse(f"{PREFIX}/", status_code=307)
 
     @app.get(f"{PREFIX}/assets/plotly.min.js", include_in_schema=False)
     def plotly_js() -> FileResponse:
