@@ -46,7 +46,12 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from lakeward.errors import ConfigError, InvalidRequest, LakewardError, ResourceNotFound
+from lakeward.errors import (
+    ConfigError,
+    InvalidRequest,
+    ResourceNotFound,
+    SecretIntegrityError,
+)
 
 CURRENT = "AWSCURRENT"
 PREVIOUS = "AWSPREVIOUS"
@@ -92,10 +97,6 @@ store_meta = Table(
     Column("key", String(64), primary_key=True),
     Column("value", Text, nullable=False),
 )
-
-
-class SecretIntegrityError(LakewardError):
-    """A stored version did not authenticate: altered, moved, or sealed under another key."""
 
 
 @dataclass(frozen=True)

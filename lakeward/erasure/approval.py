@@ -32,22 +32,12 @@ from typing import Any
 
 from lakeward.access.keys import derive_key, load_master_key
 from lakeward.config import ErasureSettings, Settings
-from lakeward.errors import AccessDenied, LakewardError
+from lakeward.errors import LinkRefused, MailError
 
 APPROVE = "approve"
 REJECT = "reject"
 LINK_PURPOSE = "erasure-approval-links"
 SMTP_TIMEOUT = 10.0
-
-
-class LinkRefused(AccessDenied):
-    """An approval link that is forged, expired, used, or for another request or report."""
-
-
-class MailError(LakewardError):
-    """The SMTP server could not be reached or refused the message."""
-
-    http_status = 502
 
 
 @dataclass(frozen=True)

@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from lakeward.erasure.index.store import IndexedObject
-from lakeward.erasure.indexers import ObjectChanged, Unparseable, id_path, index_bytes, read_object
+from lakeward.erasure.indexers import id_path, index_bytes, read_object
 from lakeward.erasure.mappers import COMPOSITE_SEPARATOR, DatasetMapper
 from lakeward.erasure.service import BUILD_INDEX_ACTION, INDEX_ARN
-from lakeward.errors import ObjectNotFound
+from lakeward.errors import ObjectKeptChanging, ObjectNotFound, Unparseable
 from lakeward.progress import Progress
 from lakeward.storage.paths import hadoop_uri
 
@@ -221,7 +221,7 @@ class BatchIndexBuild:
             return read_object(self.storage, target.mapper, info.bucket, info.key)
         except ObjectNotFound:
             return None  # deleted since the listing: nothing to index
-        except (Unparseable, ObjectChanged) as exc:
+        except (Unparseable, ObjectKeptChanging) as exc:
             reason = f"{target.mapper.name}: {exc.message}"
             self.service.store.add_dead_letter(info.uri, reason)
             report.dead_letters.append((info.uri, reason))

@@ -51,19 +51,11 @@ from lakeward.erasure.mappers import (
     DatasetMapper,
     RelationalMapper,
 )
-from lakeward.errors import InputError
+from lakeward.errors import InputError, ObjectKeptChanging, Unparseable
 from lakeward.storage import Storage
 
 READ_ATTEMPTS = 3
 """Reads of an object that keeps changing under the indexer before it gives up."""
-
-
-class Unparseable(InputError):
-    """An object the indexer cannot read as its dataset's format (goes to the dead letters)."""
-
-
-class ObjectChanged(InputError):
-    """An object that changed during every attempt to index it."""
 
 
 def id_path(spec: str) -> tuple[str, ...]:
@@ -290,7 +282,7 @@ def read_object(
     """Read and index one object of the lake, as it is now.
 
     The content read is checked against the object's eTag afterwards; when the
-    object changed meanwhile it is read again (``ObjectChanged`` after
+    object changed meanwhile it is read again (``ObjectKeptChanging`` after
     ``READ_ATTEMPTS``). ``listed_etag`` (from a listing just made) spares that
     second look on file:// lakes when the content read is the one listed.
     Raises ``Unparseable`` (with the reason) and ``ObjectNotFound``.
@@ -311,7 +303,7 @@ def read_object(
         digest = hashlib.md5(data, usedforsecurity=False).hexdigest()
         if digest == listed_etag or digest == storage.stat(bucket, key).etag:
             return index_bytes(mapper, key, uri, digest, data)
-    raise ObjectChanged(f"{uri} changed while it was being indexed, {READ_ATTEMPTS} times")
+    raise ObjectKeptChanging(f"{uri} changed while it was being indexed, {READ_ATTEMPTS} times")
 
 
 def _multipart_store(storage: Storage) -> bool:

@@ -24,14 +24,9 @@ from lakeward.access import AllowAll, Authorizer, arns
 from lakeward.access.arns import erasure_user_arn
 from lakeward.config import Settings
 from lakeward.erasure.index.store import Holding, IndexedObject, IndexStatus, IndexStore
-from lakeward.erasure.indexers import (
-    ObjectChanged,
-    Unparseable,
-    index_relational,
-    read_object,
-)
+from lakeward.erasure.indexers import index_relational, read_object
 from lakeward.erasure.mappers import DatasetMapper, Mappers, RelationalMapper, merge_mappers
-from lakeward.errors import InvalidRequest, ObjectNotFound
+from lakeward.errors import InvalidRequest, ObjectKeptChanging, ObjectNotFound, Unparseable
 from lakeward.progress import Progress
 from lakeward.storage import Storage, load_storage
 
@@ -165,7 +160,7 @@ class ErasureIndexService:
             # Gone already: its removal event follows (or came first and left a tombstone).
             self.store.count("objects_missing_when_indexed")
             return "missing"
-        except (Unparseable, ObjectChanged) as exc:
+        except (Unparseable, ObjectKeptChanging) as exc:
             self.store.add_dead_letter(uri, f"{mapper.name}: {exc.message}")
             # What the index held for the old content is no longer true.
             self.store.replace_object(IndexedObject(uri, mapper.name, None), sequencer)
@@ -242,7 +237,7 @@ class ErasureIndexService:
                     )
                 except ObjectNotFound:
                     continue
-                except (Unparseable, ObjectChanged) as exc:
+                except (Unparseable, ObjectKeptChanging) as exc:
                     self.store.add_dead_letter(info.uri, f"{mapper.name}: {exc.message}")
                     report.dead_letters.append((info.uri, exc.message))
                     batch.append(IndexedObject(info.uri, mapper.name, None))

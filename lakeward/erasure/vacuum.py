@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 
 from lakeward.erasure.executors.base import GZIP_MAGIC, md5_hex
 from lakeward.erasure.service import ErasureIndexService
-from lakeward.errors import ObjectNotFound
-from lakeward.storage import PreconditionFailed
+from lakeward.errors import ObjectNotFound, PreconditionFailed
 
 PLACEHOLDER = b"{}"
 

@@ -29,13 +29,7 @@ from lakeward.access import AllowAll, Authorizer
 from lakeward.access.arns import erasure_request_arn
 from lakeward.config import Settings
 from lakeward.erasure import approval, report
-from lakeward.erasure.executors import (
-    OBJECT_LAYERS,
-    RELATIONAL,
-    Executors,
-    NeedsOwnDelete,
-    Target,
-)
+from lakeward.erasure.executors import OBJECT_LAYERS, RELATIONAL, Executors, Target
 from lakeward.erasure.executors.base import failpoint
 from lakeward.erasure.index import IndexedObject
 from lakeward.erasure.indexers import read_object
@@ -63,7 +57,14 @@ from lakeward.erasure.requests import (
     worker_name,
 )
 from lakeward.erasure.service import ErasureIndexService, check_user_ids, index_location
-from lakeward.errors import InvalidRequest, LakewardError, ObjectNotFound
+from lakeward.errors import (
+    InvalidRequest,
+    LakewardError,
+    LinkRefused,
+    MailError,
+    NeedsOwnDelete,
+    ObjectNotFound,
+)
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ class ErasureWorkflow:
         """
         try:
             current, claims = self.check_link(request_id, token)
-        except approval.LinkRefused as exc:
+        except LinkRefused as exc:
             self._refused(request_id, principal, exc)
             raise
         if principal is not None:
@@ -175,7 +176,7 @@ class ErasureWorkflow:
                 APPROVE_ACTION, erasure_request_arn(request_id), principal=principal
             )
         if not self.store.use_link(claims.nonce, request_id):
-            replayed = approval.LinkRefused("this approval link was used already")
+            replayed = LinkRefused("this approval link was used already")
             self._refused(request_id, principal, replayed)
             raise replayed
         if current.state != AWAITING_APPROVAL:
@@ -185,7 +186,7 @@ class ErasureWorkflow:
         return self.store.move(request_id, AWAITING_APPROVAL, target, actor, "by approval link",
                                decided_by=actor)  # fmt: skip
 
-    def _refused(self, request_id: str, principal: str | None, exc: approval.LinkRefused) -> None:
+    def _refused(self, request_id: str, principal: str | None, exc: LinkRefused) -> None:
         log.warning("approval link for erasure request %s refused: %s", request_id, exc)
         self._audit_refusal(request_id, principal, exc.message)
 
@@ -304,7 +305,7 @@ class ErasureWorkflow:
             approval.send_mail(
                 self.settings.erasure, self.settings.erasure.approvers, subject, body
             )
-        except approval.MailError as exc:
+        except MailError as exc:
             # Nothing moves without approval: the request waits and the mail is tried again.
             delay = min(timedelta(seconds=5 * 2**current.attempts), MAX_RETRY_DELAY)
             self.store.update(current.id, attempts=current.attempts + 1, last_error=exc.message,
@@ -514,7 +515,7 @@ class ErasureWorkflow:
                 approval.post_webhook(
                     config.webhook_url, {"request_id": current.id, "state": current.state}
                 )
-        except approval.MailError as exc:
+        except MailError as exc:
             delay = min(timedelta(seconds=5 * 2**current.attempts), MAX_RETRY_DELAY)
             self.store.update(current.id, attempts=current.attempts + 1, last_error=exc.message,
                               next_attempt_at=moment + delay)  # fmt: skip

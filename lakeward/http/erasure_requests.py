@@ -28,11 +28,11 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from lakeward.access.sessions import SESSION_COOKIE, Sessions
-from lakeward.erasure.approval import APPROVE, LinkRefused
+from lakeward.erasure.approval import APPROVE
 from lakeward.erasure.requests import AWAITING_APPROVAL
 from lakeward.erasure.shapes import request_json
 from lakeward.erasure.workflow import ErasureWorkflow
-from lakeward.errors import InvalidRequest, LakewardError
+from lakeward.errors import InvalidRequest, LakewardError, LinkRefused
 from lakeward.http.rest import SignedRequest, signed_request
 from lakeward.http.sigv4 import Credentials
 

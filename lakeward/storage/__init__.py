@@ -9,14 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakeward.errors import ConfigError
-from lakeward.storage.base import (
-    DEFAULT_REGION,
-    InvalidKey,
-    ObjectInfo,
-    PreconditionFailed,
-    Storage,
-)
+from lakeward.errors import ConfigError, InvalidKey, PreconditionFailed
+from lakeward.storage.base import DEFAULT_REGION, ObjectInfo, Storage
 from lakeward.storage.events import (
     OBJECT_CREATED,
     OBJECT_REMOVED,

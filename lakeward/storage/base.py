@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import BinaryIO
 
 from lakeward.config import BUCKET_NAME
-from lakeward.errors import ObjectNotFound, StorageError
+from lakeward.errors import InvalidKey, ObjectNotFound, PreconditionFailed, StorageError
 from lakeward.storage.events import EventHub, Listener, created_event, removed_event
 
 CHUNK_SIZE = 1024 * 1024
@@ -25,18 +25,6 @@ DEFAULT_REGION = "us-east-1"  # what S3 clients assume when no region is set
 MAX_KEY_BYTES = 1024  # S3's limit, enforced everywhere so a file:// lake can move to S3
 TEMP_PREFIX = ".lakeward-tmp-"
 """Names starting with this are in-flight writes; no key segment may use it."""
-
-
-class InvalidKey(StorageError, ValueError):
-    """A bucket name, key or prefix that the lake cannot store: the caller's mistake."""
-
-    http_status = 400
-
-
-class PreconditionFailed(StorageError):
-    """A conditional write or delete found the object changed (or gone) since it was read."""
-
-    http_status = 412
 
 
 @dataclass(frozen=True)

@@ -20,15 +20,8 @@ from sqlalchemy import select, text, update
 from lakeward.access import keys
 from lakeward.access import secrets as secrets_module
 from lakeward.access.keys import derive_key, load_master_key
-from lakeward.access.secrets import (
-    CURRENT,
-    MAX_VALUE_BYTES,
-    PREVIOUS,
-    SecretIntegrityError,
-    SecretStore,
-    secret_versions,
-)
-from lakeward.errors import ConfigError, InvalidRequest, ResourceNotFound
+from lakeward.access.secrets import CURRENT, MAX_VALUE_BYTES, PREVIOUS, SecretStore, secret_versions
+from lakeward.errors import ConfigError, InvalidRequest, ResourceNotFound, SecretIntegrityError
 
 KEY = derive_key(b"k" * 32, keys.SECRETS)
 

@@ -15,14 +15,9 @@ import pytest
 
 from lakeward.config import load_settings
 from lakeward.erasure import DatasetMapper, ErasureIndexService, composite_id
-from lakeward.erasure.indexers import (
-    ObjectChanged,
-    Unparseable,
-    index_bytes,
-    index_relational,
-    read_object,
-)
+from lakeward.erasure.indexers import index_bytes, index_relational, read_object
 from lakeward.erasure.mappers import RelationalMapper
+from lakeward.errors import ObjectKeptChanging, Unparseable
 from lakeward.storage import Storage
 
 B = "lakeward-data"
@@ -209,7 +204,7 @@ def test_object_changing_while_indexed_is_read_again(service: ErasureIndexServic
     indexed = read_object(changing, mapper("jsonl"), B, "in/x.jsonl")
     assert indexed.entries == [("w0", 1)]
     assert indexed.etag == service.storage.stat(B, "in/x.jsonl").etag
-    with pytest.raises(ObjectChanged, match="changed while it was being indexed"):
+    with pytest.raises(ObjectKeptChanging, match="changed while it was being indexed"):
         read_object(ChangingStorage(service.storage, changes=5), mapper("jsonl"), B, "in/x.jsonl")  # type: ignore[arg-type]
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from lakeward.erasure.executors import Executors, ObjectChanged, Target
+from lakeward.erasure.executors import Executors, Target
 from lakeward.erasure.indexers import csv_records
+from lakeward.errors import ObjectChangedSincePlan
 from lakeward.storage.local import LocalStorage
 
 BUCKET = "lake"
@@ -75,7 +76,7 @@ def test_json_lines_refuse_a_position_holding_another_user(storage: LocalStorage
     storage.put(BUCKET, "r.jsonl", jsonl(reviews(8)))
     before = storage.get(BUCKET, "r.jsonl")
     target = target_of(storage, "jsonl", "r.jsonl", positions=(1, 2))  # line 2 is u-a's
-    with pytest.raises(ObjectChanged, match="line 2"):
+    with pytest.raises(ObjectChangedSincePlan, match="line 2"):
         Executors(storage).purge(target, [GONE])
     assert storage.get(BUCKET, "r.jsonl") == before
 
@@ -86,7 +87,7 @@ def test_a_changed_object_is_never_overwritten_and_is_replanned(storage: LocalSt
     newer = jsonl(reviews(12))  # a writer replaced the object after the report
     storage.put(BUCKET, "r.jsonl", newer)
     executors = Executors(storage)
-    with pytest.raises(ObjectChanged):
+    with pytest.raises(ObjectChangedSincePlan):
         executors.purge(stale, [GONE])
     assert storage.get(BUCKET, "r.jsonl") == newer
 
@@ -133,7 +134,7 @@ def test_file_name_objects_are_deleted_only_when_unchanged(storage: LocalStorage
     storage.put(BUCKET, f"clicks/{GONE}-1700000000.csv", b"a,b\n1,2\n")
     target = target_of(storage, "filename", f"clicks/{GONE}-1700000000.csv")
     storage.put(BUCKET, f"clicks/{GONE}-1700000000.csv", b"a,b\n1,3\n")
-    with pytest.raises(ObjectChanged):
+    with pytest.raises(ObjectChangedSincePlan):
         Executors(storage).purge(target, [GONE])
     fresh = target_of(storage, "filename", f"clicks/{GONE}-1700000000.csv")
     assert Executors(storage).purge(fresh, [GONE]).action == "deleted"

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakeward.erasure.executors import Executors, ObjectChanged, Target
+from lakeward.erasure.executors import Executors, Target
+from lakeward.errors import ObjectChangedSincePlan
 from lakeward.storage.local import LocalStorage
 
 BUCKET = "lake"
@@ -156,7 +157,7 @@ def test_parquet_changed_object_is_refused_and_left_as_it_is(storage: LocalStora
     stale = Target("parquet", info.uri, BUCKET, info.key, info.etag, info.size)
     for newer in (write(table(40)), b"not parquet at all"):  # readable or not: a change
         storage.put(BUCKET, "r.parquet", newer)
-        with pytest.raises(ObjectChanged, match="changed since the report"):
+        with pytest.raises(ObjectChangedSincePlan, match="changed since the report"):
             Executors(storage).purge(stale, [GONE])
         assert storage.get(BUCKET, "r.parquet") == newer
     storage.put(BUCKET, "r.parquet", raw)

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from moto.server import ThreadedMotoServer
 
-from lakeward.erasure.executors import Executors, ObjectChanged, Target
+from lakeward.erasure.executors import Executors, Target
+from lakeward.errors import ObjectChangedSincePlan
 from lakeward.storage import Storage, load_storage
 from tests.storage.storage_helpers import new_root_bucket, s3_settings
 
@@ -80,7 +81,7 @@ def test_an_object_written_after_the_plan_is_not_overwritten_on_s3(storage: Stor
     storage.put(BUCKET, "r/b.csv", b"user_id,n\nu-gone,1\nu-a,2\n")
     planned = target(storage, "csv", "r/b.csv")
     storage.put(BUCKET, "r/b.csv", b"user_id,n\nu-gone,1\nu-a,2\nu-b,3\n")  # a newer write
-    with pytest.raises(ObjectChanged):
+    with pytest.raises(ObjectChangedSincePlan):
         Executors(storage).purge(planned, [GONE])
     assert storage.get(BUCKET, "r/b.csv") == b"user_id,n\nu-gone,1\nu-a,2\nu-b,3\n"
 

@@ -16,7 +16,7 @@ from lakeward.access import current_principal
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
 from lakeward.erasure import report, workflow
-from lakeward.erasure.approval import APPROVE, LinkRefused, LinkSigner
+from lakeward.erasure.approval import APPROVE, LinkSigner
 from lakeward.erasure.requests import (
     APPROVED,
     AWAITING_APPROVAL,
@@ -27,6 +27,7 @@ from lakeward.erasure.requests import (
 )
 from lakeward.erasure.vacuum import vacuum
 from lakeward.erasure.workflow import ErasureWorkflow
+from lakeward.errors import LinkRefused
 from lakeward.storage import load_storage
 from tests.erasure.workflow_helpers import (
     Mailbox,

@@ -16,15 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 from moto.server import ThreadedMotoServer
 
+from lakeward.errors import QueryCancelled, QueryFailed
 from lakeward.metastore.client import Column
 from lakeward.query.engines import duckdb as duckdb_engine
-from lakeward.query.engines.base import (
-    EngineResult,
-    Limits,
-    QueryCancelled,
-    QueryFailed,
-    ResolvedTable,
-)
+from lakeward.query.engines.base import EngineResult, Limits, ResolvedTable
 from lakeward.query.engines.duckdb import DuckDbEngine, S3Options
 from lakeward.query.model import TableRef
 from lakeward.query.types import athena_type, athena_type_of_duckdb

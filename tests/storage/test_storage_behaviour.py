@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from storage_helpers import BUCKET, RawPut, Recorder, failing_stream
 
-from lakeward.errors import ObjectNotFound, StorageError
-from lakeward.storage import InvalidKey, Storage
+from lakeward.errors import InvalidKey, ObjectNotFound, StorageError
+from lakeward.storage import Storage
 
 
 def md5(data: bytes) -> str:

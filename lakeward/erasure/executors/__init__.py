@@ -23,12 +23,10 @@ from lakeward.erasure.executors.base import (
     RELATIONAL,
     TABLE_LAYERS,
     Executor,
-    NeedsOwnDelete,
-    ObjectChanged,
     Outcome,
     Target,
 )
-from lakeward.errors import InputError
+from lakeward.errors import InputError, NeedsOwnDelete, ObjectChangedSincePlan
 from lakeward.storage import Storage
 
 __all__ = [
@@ -45,7 +43,7 @@ __all__ = [
     "Executor",
     "Executors",
     "NeedsOwnDelete",
-    "ObjectChanged",
+    "ObjectChangedSincePlan",
     "Outcome",
     "Target",
     "load_executor",
@@ -160,7 +158,7 @@ class Executors:
     ) -> Outcome:
         try:
             return self.purge(target, user_ids)
-        except ObjectChanged as exc:
+        except ObjectChangedSincePlan as exc:
             if replan is None:
                 raise
             fresh = replan(target)

@@ -4,7 +4,7 @@ An executor is given one *target* — an object with the eTag the report saw, or
 a table — and the user ids to remove from it. It either finishes the target
 (the object rewritten atomically, or deleted, or the table's rows deleted) or
 changes nothing. A rewrite is conditional: when the object's eTag is no longer
-the report's, the executor raises ``ObjectChanged`` and the caller re-plans
+the report's, the executor raises ``ObjectChangedSincePlan`` and the caller re-plans
 that object from the index rather than overwrite newer data.
 """
 
@@ -18,8 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lakeward.errors import LakewardError, ObjectNotFound
-from lakeward.storage import ObjectInfo, PreconditionFailed, Storage
+from lakeward.errors import (
+    ObjectChangedSincePlan,
+    ObjectNotFound,
+    PreconditionFailed,
+)
+from lakeward.storage import ObjectInfo, Storage
 
 # Layers: what kind of place a target is, which picks its executor.
 JSON_LINES = "jsonl"
@@ -43,18 +47,6 @@ how the crash tests stop it at exact moments (``after:<STATE>``, ``before-write`
 def failpoint(name: str) -> None:
     if name in os.environ.get(FAILPOINTS_ENV, "").split(","):
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-class ObjectChanged(LakewardError):
-    """The object is not the one the plan was made from: re-plan it from the index."""
-
-    http_status = 409
-
-
-class NeedsOwnDelete(LakewardError):
-    """A table format lakeward cannot delete from; its own tooling must (reported, not run)."""
-
-    http_status = 501
 
 
 @dataclass(frozen=True)
@@ -137,14 +129,14 @@ class Executor(ABC):
 
     @abstractmethod
     def purge(self, target: Target, user_ids: Sequence[str]) -> Outcome:
-        """Remove the ids' records from ``target``; raise ``ObjectChanged`` to re-plan."""
+        """Remove the ids' records from ``target``; raise ``ObjectChangedSincePlan`` to re-plan."""
 
     @abstractmethod
     def count(self, target: Target, user_ids: Sequence[str]) -> int:
         """How many records of the ids ``target`` holds now (verification reads it again)."""
 
     def read(self, target: Target) -> bytes:
-        """The object's bytes, refused (``ObjectChanged``) when they are not the report's."""
+        """The object's bytes; ``ObjectChangedSincePlan`` when they are not the report's."""
         if target.etag is not None and "-" in target.etag:
             # A multipart upload's eTag is no MD5 of the content: compare it before and
             # after the read instead (the write that follows is conditional on it too).
@@ -152,11 +144,13 @@ class Executor(ABC):
             data = self.storage.get(target.bucket, target.key)
             after = self.storage.stat(target.bucket, target.key).etag
             if not before == after == target.etag:
-                raise ObjectChanged(f"{target.uri} changed since the report (eTag differs)")
+                raise ObjectChangedSincePlan(
+                    f"{target.uri} changed since the report (eTag differs)"
+                )
             return data
         data = self.storage.get(target.bucket, target.key)
         if target.etag is not None and md5_hex(data) != target.etag:
-            raise ObjectChanged(f"{target.uri} changed since the report (eTag differs)")
+            raise ObjectChangedSincePlan(f"{target.uri} changed since the report (eTag differs)")
         return data
 
     def current(self, target: Target) -> bytes | None:
@@ -208,7 +202,7 @@ class Executor(ABC):
             else:
                 info = self.storage.put_if_match(target.bucket, target.key, data, target.etag)
         except PreconditionFailed as exc:
-            raise ObjectChanged(str(exc)) from None
+            raise ObjectChangedSincePlan(str(exc)) from None
         return info
 
 

@@ -14,16 +14,9 @@ import io
 import zlib
 from collections.abc import Sequence
 
-from lakeward.erasure.executors.base import (
-    CSV,
-    Executor,
-    ObjectChanged,
-    Outcome,
-    Target,
-    gzipped,
-)
+from lakeward.erasure.executors.base import CSV, Executor, Outcome, Target, gzipped
 from lakeward.erasure.mappers import composite_id
-from lakeward.errors import InputError, ObjectNotFound
+from lakeward.errors import InputError, ObjectChangedSincePlan, ObjectNotFound
 
 
 def split_records(
@@ -75,7 +68,7 @@ class CsvExecutor(Executor):
         try:
             data = gzip.decompress(raw) if gzipped(target, raw) else raw
         except (OSError, EOFError, zlib.error) as exc:
-            raise ObjectChanged(f"{target.uri} is not valid gzip: {exc}") from None
+            raise ObjectChangedSincePlan(f"{target.uri} is not valid gzip: {exc}") from None
         # surrogateescape: bytes that are not UTF-8 come back out exactly as they went in.
         return data.decode("utf-8", "surrogateescape")
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lakeward.erasure.executors.base import FILE_NAME, Executor, ObjectChanged, Outcome, Target
-from lakeward.errors import ObjectNotFound
-from lakeward.storage import PreconditionFailed
+from lakeward.erasure.executors.base import FILE_NAME, Executor, Outcome, Target
+from lakeward.errors import ObjectChangedSincePlan, ObjectNotFound, PreconditionFailed
 
 
 class FileNameExecutor(Executor):
@@ -24,7 +23,7 @@ class FileNameExecutor(Executor):
             else:
                 self.storage.delete_if_match(target.bucket, target.key, target.etag)
         except PreconditionFailed as exc:
-            raise ObjectChanged(str(exc)) from None
+            raise ObjectChangedSincePlan(str(exc)) from None
         return Outcome(
             target.uri,
             self.layer,

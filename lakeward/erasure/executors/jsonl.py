@@ -20,18 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from lakeward.erasure.executors.base import (
-    JSON_LINES,
-    Executor,
-    ObjectChanged,
-    Outcome,
-    Target,
-    gzipped,
-)
+from lakeward.erasure.executors.base import JSON_LINES, Executor, Outcome, Target, gzipped
 from lakeward.erasure.indexers import id_path, id_text
 from lakeward.erasure.mappers import COMPOSITE_SEPARATOR as SEPARATOR
 from lakeward.erasure.mappers import composite_id
-from lakeward.errors import ObjectNotFound
+from lakeward.errors import ObjectChangedSincePlan, ObjectNotFound
 
 PLACEHOLDER = b"{}"
 NEWLINE = 10
@@ -71,7 +64,7 @@ def blank_lines(
     done = 0
     for line in sorted(set(positions)):
         if line >= lines:
-            raise ObjectChanged(f"line {line + 1} is past the end ({lines} lines)")
+            raise ObjectChangedSincePlan(f"line {line + 1} is past the end ({lines} lines)")
         start, end = int(bounds[line]), int(bounds[line + 1])
         pieces.append(view[done:start])
         pieces.append(PLACEHOLDER + (b"\n" if data[end - 1 : end] == b"\n" else b""))
@@ -120,7 +113,7 @@ class JsonLinesExecutor(Executor):
         try:
             data = self.decode(target, raw)
         except (OSError, EOFError, zlib.error) as exc:
-            raise ObjectChanged(f"{target.uri} is not valid gzip: {exc}") from None
+            raise ObjectChangedSincePlan(f"{target.uri} is not valid gzip: {exc}") from None
         # The index numbers lines from 1; the arithmetic here is 0-based.
         positions = tuple(p - 1 for p in target.positions) or tuple(
             lines_of(data, user_ids, target.id_columns)
@@ -153,7 +146,7 @@ class JsonLinesExecutor(Executor):
         held = []
         for line in sorted(set(positions)):
             if line + 1 >= len(bounds):
-                raise ObjectChanged(f"{target.uri}: line {line + 1} is past the end")
+                raise ObjectChangedSincePlan(f"{target.uri}: line {line + 1} is past the end")
             text = data[int(bounds[line]) : int(bounds[line + 1])]
             if text.rstrip(b"\r\n") == PLACEHOLDER:
                 continue
@@ -162,7 +155,7 @@ class JsonLinesExecutor(Executor):
             except ValueError:
                 found = None
             if found not in wanted:
-                raise ObjectChanged(
+                raise ObjectChangedSincePlan(
                     f"{target.uri}: line {line + 1} does not hold a record of the ids"
                 )
             held.append(line)

@@ -20,18 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakeward.erasure.executors.base import (
-    PARQUET,
-    Executor,
-    ObjectChanged,
-    Outcome,
-    Target,
-    md5_hex,
-    sha256_hex,
-)
+from lakeward.erasure.executors.base import PARQUET, Executor, Outcome, Target, md5_hex, sha256_hex
 from lakeward.erasure.indexers import id_path
 from lakeward.erasure.mappers import COMPOSITE_SEPARATOR as SEPARATOR
-from lakeward.errors import InputError, ObjectNotFound
+from lakeward.errors import InputError, ObjectChangedSincePlan, ObjectNotFound
 
 ARROW_SCHEMA_KEY = b"ARROW:schema"
 _CODECS = {"UNCOMPRESSED": "none", "LZ4_RAW": "lz4"}
@@ -171,9 +163,11 @@ class ParquetExecutor(Executor):
             md5, sha256 = hashing.result()
         # Checked first: content other than the report's is a change, whatever else is wrong.
         if not multipart and target.etag is not None and md5 != target.etag:
-            raise ObjectChanged(f"{target.uri} changed since the report (eTag differs)")
+            raise ObjectChangedSincePlan(f"{target.uri} changed since the report (eTag differs)")
         if isinstance(failure, pa.ArrowInvalid | OSError):
-            raise ObjectChanged(f"{target.uri} is not readable Parquet: {failure}") from None
+            raise ObjectChangedSincePlan(
+                f"{target.uri} is not readable Parquet: {failure}"
+            ) from None
         if failure is not None:
             raise failure
         return self.finish(target, raw, new if removed else None, removed, before_sha256=sha256)

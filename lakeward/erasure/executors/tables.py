@@ -21,12 +21,11 @@ from lakeward.erasure.executors.base import (
     HUDI,
     ICEBERG,
     Executor,
-    NeedsOwnDelete,
     Outcome,
     Target,
     sql_string,
 )
-from lakeward.errors import InputError, StorageError
+from lakeward.errors import InputError, NeedsOwnDelete, StorageError
 
 
 def local_path(uri: str) -> Path:

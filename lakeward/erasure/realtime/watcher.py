@@ -26,7 +26,8 @@ from watchdog.events import (
 from watchdog.observers import Observer
 
 from lakeward.erasure.realtime.notifications import Kind, ObjectEvent
-from lakeward.storage.base import InvalidKey, check_bucket, check_key
+from lakeward.errors import InvalidKey
+from lakeward.storage.base import check_bucket, check_key
 
 log = logging.getLogger(__name__)
 

@@ -8,15 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakeward.errors import ConfigError
-from lakeward.query.engines.base import (
-    Engine,
-    EngineResult,
-    Limits,
-    QueryCancelled,
-    QueryFailed,
-    ResolvedTable,
-)
+from lakeward.errors import ConfigError, QueryCancelled, QueryFailed
+from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
 
 if TYPE_CHECKING:
     from lakeward.config import Settings

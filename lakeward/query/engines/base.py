@@ -8,19 +8,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from lakeward.errors import LakewardError
 from lakeward.metastore.client import Column
 from lakeward.query.model import ColumnInfo, TableRef
-
-
-class QueryFailed(LakewardError):
-    """An engine could not run a statement; the message is the execution's failure reason."""
-
-    http_status = 400
-
-
-class QueryCancelled(QueryFailed):
-    """The execution was interrupted (``Engine.interrupt``) before it finished."""
 
 
 @dataclass(frozen=True)

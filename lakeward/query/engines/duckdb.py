@@ -35,15 +35,9 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
+from lakeward.errors import QueryCancelled, QueryFailed
 from lakeward.metastore.client import Column
-from lakeward.query.engines.base import (
-    Engine,
-    EngineResult,
-    Limits,
-    QueryCancelled,
-    QueryFailed,
-    ResolvedTable,
-)
+from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
 from lakeward.query.model import TableRef
 from lakeward.query.types import arrow_type_of_hive, athena_type_of_duckdb, duckdb_type_of_hive
 from lakeward.query.types import quote_identifier as quote
