@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))  # the scenario and the database fixtures live wit
 
 from lakeward.config import Settings, load_settings  # noqa: E402
 from lakeward.metastore.client import MetastoreClient  # noqa: E402
-from lakeward.metastore.node import metastore_uris  # noqa: E402
+from lakeward.metastore.uris import metastore_uris  # noqa: E402
 from lakeward.query.catalogs import HiveConnector  # noqa: E402
 from lakeward.stack import Stack  # noqa: E402
 from tests.helpers import JHU_DIR, lakeward  # noqa: E402

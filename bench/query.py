@@ -348,7 +348,7 @@ def attach(data_dir: Path, work: Path) -> StackUnderTest:
 def table_files(settings: Settings) -> tuple[str, list[str]]:
     """The seed table's location (from the metastore) and its Parquet files."""
     from lakeward.metastore.client import MetastoreClient
-    from lakeward.metastore.node import metastore_uris
+    from lakeward.metastore.uris import metastore_uris
 
     with MetastoreClient(metastore_uris(settings)) as client:
         location = client.table(DATABASE, TABLE).location

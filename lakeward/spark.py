@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from lakeward.config import Settings
 from lakeward.jvm import find_java, java_env
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.storage.paths import hadoop_uri, warehouse_uri
 
 if TYPE_CHECKING:

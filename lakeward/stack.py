@@ -21,7 +21,8 @@ from lakeward.config import STATE_FILE_NAME, Settings
 from lakeward.errors import ConfigError, LakewardError, StackError
 from lakeward.ingest.jhu import COMBINED_TABLE, MEASURES, QUARANTINE_TABLE
 from lakeward.metastore.node import DEFAULT_PORT as METASTORE_PORT
-from lakeward.metastore.node import MetastoreNode, metastore_uris
+from lakeward.metastore.node import MetastoreNode
+from lakeward.metastore.uris import metastore_uris
 from lakeward.process import ManagedProcess, free_port, listens_on, port_is_free
 from lakeward.progress import Progress
 from lakeward.storage import load_storage

@@ -11,7 +11,7 @@ import pytest
 from lakeward.config import Settings, load_settings
 from lakeward.errors import MetastoreError
 from lakeward.metastore import MetastoreClient
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.process import free_port
 from tests.helpers import lakeward, need_java, parse_outputs
 

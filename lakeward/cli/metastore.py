@@ -31,7 +31,7 @@ def start(
     ] = None,
 ) -> None:
     """Start the metastore nodes (creating the schema on first start)."""
-    from lakeward.metastore.node import metastore_uris
+    from lakeward.metastore.uris import metastore_uris
     from lakeward.progress import RichProgress
     from lakeward.stack import Stack, pin_settings
 

@@ -22,7 +22,7 @@ from lakeward.http.erasure import erasure_router
 from lakeward.http.erasure_requests import erasure_requests_router
 from lakeward.http.events import events_router
 from lakeward.metastore.client import MetastoreClient
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.query.service import QueryService
 
 

@@ -45,7 +45,7 @@ from lakeward.ingest.jhu import (
     parse_header,
 )
 from lakeward.metastore.client import Column, MetastoreClient, TableInfo
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.progress import Progress
 from lakeward.storage import Storage, load_storage
 from lakeward.storage.paths import data_uri, hadoop_uri, warehouse_uri

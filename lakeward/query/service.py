@@ -26,7 +26,7 @@ from lakeward.access.arns import catalog_arn, s3_arn, workgroup_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound, TooManyRequests
 from lakeward.metastore.client import TableInfo
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.query import results
 from lakeward.query.catalogs import URIS_PARAMETER, Catalogs, matches
 from lakeward.query.engines import load_engine

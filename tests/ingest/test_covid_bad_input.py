@@ -15,7 +15,7 @@ from lakeward.errors import InputError
 from lakeward.ingest.covid import CovidEtl, EtlReport
 from lakeward.ingest.jhu import MEASURES
 from lakeward.metastore import MetastoreClient
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.storage import load_storage
 
 pytestmark = pytest.mark.spark

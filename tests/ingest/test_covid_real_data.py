@@ -14,7 +14,7 @@ import pytest
 
 from lakeward.config import Settings
 from lakeward.metastore import MetastoreClient
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from tests.helpers import parse_outputs
 
 pytestmark = pytest.mark.spark

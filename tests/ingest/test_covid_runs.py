@@ -18,7 +18,7 @@ import lakeward.ingest.covid
 from lakeward.config import Settings
 from lakeward.jvm import find_java, java_env, spark_home
 from lakeward.metastore import MetastoreClient
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.process import free_port
 
 pytestmark = pytest.mark.spark

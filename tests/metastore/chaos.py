@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from lakeward.config import Settings
 from lakeward.metastore.client import Column, MetastoreClient, PartitionInfo, TableInfo
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.query.catalogs import HiveConnector
 from lakeward.query.engines.base import Limits, ResolvedTable
 from lakeward.query.engines.duckdb import DuckDbEngine

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lakeward.config import Settings, load_settings
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.stack import Stack
 from tests.helpers import lakeward, need_java
 from tests.metastore.chaos import (

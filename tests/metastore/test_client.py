@@ -22,7 +22,7 @@ import pytest
 from lakeward.config import load_settings
 from lakeward.errors import MetastoreError, TableNotFound
 from lakeward.metastore.client import Column, MetastoreClient, PartitionInfo, TableInfo
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.process import free_port
 from tests.helpers import lakeward, need_java
 from tests.metastore.proxy import Fault, NodeProxy

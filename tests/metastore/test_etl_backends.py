@@ -17,7 +17,7 @@ import pytest
 
 from lakeward.config import Settings, load_settings
 from lakeward.metastore import MetastoreClient, TableInfo
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.stack import COVID_TABLES
 from tests.helpers import lakeward, need_java, parse_outputs
 from tests.metastore.conftest import ENGINES, fresh_database, metastore_env

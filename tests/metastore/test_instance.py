@@ -9,7 +9,7 @@ import pytest
 
 from lakeward.config import Settings, load_settings
 from lakeward.metastore import MetastoreClient
-from lakeward.metastore.node import metastore_uris
+from lakeward.metastore.uris import metastore_uris
 from lakeward.stack import Stack
 from tests.databases.conftest import db_data_dir  # noqa: F401  (a fixture)
 from tests.helpers import lakeward, need_java

@@ -24,7 +24,8 @@ from lakeward.config import Settings, load_settings
 from lakeward.metastore import MetastoreClient
 from lakeward.metastore.backends import load_backend
 from lakeward.metastore.backends.server import ServerBackend
-from lakeward.metastore.node import MetastoreNode, metastore_uris
+from lakeward.metastore.node import MetastoreNode
+from lakeward.metastore.uris import metastore_uris
 from lakeward.stack import Stack, pin_settings
 from tests.helpers import IN_CI, lakeward, need, need_java
 from tests.metastore.conftest import ENGINES, fresh_database, metastore_env

@@ -38,7 +38,7 @@ def expected_rows(stack: Settings) -> int:
     import pyarrow.dataset as ds
 
     from lakeward.metastore import MetastoreClient
-    from lakeward.metastore.node import metastore_uris
+    from lakeward.metastore.uris import metastore_uris
 
     with MetastoreClient(metastore_uris(stack)) as client:
         location = client.table("default", "covid_confirmed_cases").location

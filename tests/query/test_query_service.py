@@ -233,7 +233,7 @@ def test_spark_engine_gives_the_same_results_as_duckdb(service: QueryService) ->
 
 
 def test_join_across_two_catalogs(service: QueryService, stack: Settings) -> None:
-    from lakeward.metastore.node import metastore_uris
+    from lakeward.metastore.uris import metastore_uris
     from lakeward.query.model import DataCatalog
 
     service.create_data_catalog(
