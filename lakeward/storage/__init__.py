@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakeward.errors import ConfigError, InvalidKey, PreconditionFailed
-from lakeward.storage.base import DEFAULT_REGION, ObjectInfo, Storage
+from lakeward.storage.base import DEFAULT_REGION, Storage
 from lakeward.storage.events import (
     OBJECT_CREATED,
     OBJECT_REMOVED,
@@ -21,6 +21,7 @@ from lakeward.storage.events import (
     next_sequencer,
     removed_event,
 )
+from lakeward.storage.model import ObjectInfo
 
 if TYPE_CHECKING:
     from lakeward.config import Settings

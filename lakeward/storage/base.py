@@ -12,33 +12,18 @@ import builtins
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import BinaryIO
 
 from lakeward.config import BUCKET_NAME
 from lakeward.errors import InvalidKey, ObjectNotFound, PreconditionFailed, StorageError
 from lakeward.storage.events import EventHub, Listener, created_event, removed_event
+from lakeward.storage.model import ObjectInfo
 
 CHUNK_SIZE = 1024 * 1024
 DEFAULT_REGION = "us-east-1"  # what S3 clients assume when no region is set
 MAX_KEY_BYTES = 1024  # S3's limit, enforced everywhere so a file:// lake can move to S3
 TEMP_PREFIX = ".lakeward-tmp-"
 """Names starting with this are in-flight writes; no key segment may use it."""
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    bucket: str
-    key: str
-    size: int
-    etag: str
-    """MD5 hex of the content for single-part writes, as S3 gives it, without quotes."""
-    last_modified: datetime
-    """Timezone-aware, in UTC."""
-    uri: str
-    sha256: str | None = None
-    """Hex SHA-256 of the content, where known without reading it again."""
 
 
 def check_bucket(bucket: str) -> None:

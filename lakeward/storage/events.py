@@ -15,11 +15,10 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
-if TYPE_CHECKING:
-    from lakeward.storage.base import ObjectInfo
+from lakeward.storage.model import ObjectInfo
 
 log = logging.getLogger(__name__)
 

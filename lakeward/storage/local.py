@@ -42,11 +42,11 @@ from lakeward.storage.base import (
     CHUNK_SIZE,
     TEMP_PREFIX,
     Digests,
-    ObjectInfo,
     Storage,
     iter_chunks,
     reason_of,
 )
+from lakeward.storage.model import ObjectInfo
 
 # A concurrent delete may prune the directory between our mkdir and our
 # creating the temporary file in it; a retry or two recreates it.

@@ -33,11 +33,11 @@ from lakeward.storage.base import (
     CHUNK_SIZE,
     DEFAULT_REGION,
     Digests,
-    ObjectInfo,
     Storage,
     iter_chunks,
     reason_of,
 )
+from lakeward.storage.model import ObjectInfo
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer

@@ -7,7 +7,7 @@ import json
 from lakeward.erasure.index import pad_sequencer
 from lakeward.erasure.realtime.notifications import parse_body
 from lakeward.storage import created_event, removed_event
-from lakeward.storage.base import ObjectInfo
+from lakeward.storage.model import ObjectInfo
 
 
 def aws_record(name: str, bucket: str, key: str, **obj: object) -> dict[str, object]:
