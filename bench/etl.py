@@ -47,7 +47,8 @@ from _duckdb_etl import VARIANTS, DuckResult, compare_outputs, run_duckdb  # noq
 from _jhu_synth import make_synthetic  # noqa: E402
 
 from lakeward.config import Settings, load_settings  # noqa: E402
-from lakeward.ingest.covid import CovidEtl, EtlReport  # noqa: E402
+from lakeward.ingest.covid import CovidEtl  # noqa: E402
+from lakeward.ingest.reports import EtlReport  # noqa: E402
 from lakeward.metastore.node import MetastoreNode  # noqa: E402
 from lakeward.progress import Progress, Step  # noqa: E402
 

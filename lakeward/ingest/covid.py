@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import json
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
@@ -44,6 +42,7 @@ from lakeward.ingest.jhu import (
     Measure,
     parse_header,
 )
+from lakeward.ingest.reports import EtlReport, MeasureReport
 from lakeward.metastore.client import Column, MetastoreClient, TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.progress import Progress
@@ -58,36 +57,6 @@ T = TypeVar("T")
 RAW_PREFIX = "covid_data/csv"
 PARQUET_PREFIX = "covid_data/parquet"
 RUNS_PREFIX = "covid_data/runs"
-
-
-@dataclass
-class MeasureReport:
-    measure: str
-    table: str
-    source: str
-    raw_uri: str
-    size: int
-    sha256: str
-    rows_read: int = 0
-    rows_loaded: int = 0
-    rows_quarantined: int = 0
-    rows_without_coordinates: int = 0
-    output_rows: int = 0
-    bad_date_columns: list[str] = field(default_factory=list)
-    untracked_values: int = 0
-
-
-@dataclass
-class EtlReport:
-    run_id: str
-    measures: list[MeasureReport]
-    tables: dict[str, str] = field(default_factory=dict)  # table -> location
-    combined_rows: int = 0
-    quarantined: int = 0
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
 
 
 def new_run_id() -> str:

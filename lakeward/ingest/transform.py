@@ -24,7 +24,7 @@ from lakeward.storage.paths import hadoop_uri
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from lakeward.ingest.covid import MeasureReport
+    from lakeward.ingest.reports import MeasureReport
 
 # One CSV field: quoted (with "" for a quote) or bare.
 _FIELD = r'(?:"(?:[^"]|"")*"|[^,"]*)'

@@ -12,8 +12,9 @@ import pytest
 
 from lakeward.config import Settings
 from lakeward.errors import InputError
-from lakeward.ingest.covid import CovidEtl, EtlReport
+from lakeward.ingest.covid import CovidEtl
 from lakeward.ingest.jhu import MEASURES
+from lakeward.ingest.reports import EtlReport
 from lakeward.metastore import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
 from lakeward.storage import load_storage
