@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lakeward.access.secrets import open_secret_store
 from lakeward.config import load_settings
 from lakeward.databases import Instances
 
@@ -108,7 +109,7 @@ def interruption(
 
 def one_round(data_dir: Path, engine: str, index: int, rows: int) -> dict[str, float]:
     settings = load_settings(data_dir=data_dir, env={})
-    instances = Instances(settings)
+    instances = Instances(settings, open_secret_store(settings))
     name = f"bench-{engine}-{index}"
     result: dict[str, float] = {}
 
@@ -155,7 +156,8 @@ def main() -> None:
             for engine in ENGINES:
                 runs[engine].append(one_round(data_dir, engine, index, args.rows))
     finally:
-        instances = Instances(load_settings(data_dir=data_dir, env={}))
+        settings = load_settings(data_dir=data_dir, env={})
+        instances = Instances(settings, open_secret_store(settings))
         try:
             instances.stop_all()
             for name in instances.registry.load():

@@ -215,10 +215,13 @@ class Stack:
         metastore = self.settings.metastore
         if metastore.backend == "derby" or metastore.url or metastore.instance is None:
             return
+        from lakeward.access.secrets import open_secret_store
         from lakeward.databases import Instances
 
         with self.progress.step(f"database instance {metastore.instance} ({metastore.backend})"):
-            Instances(self.settings).ensure(metastore.instance, metastore.backend)
+            Instances(self.settings, open_secret_store(self.settings)).ensure(
+                metastore.instance, metastore.backend
+            )
 
     def failover(self, node: int) -> list[str]:
         """Pin clients to node ``node``: it comes first in every client's list of nodes."""
@@ -308,9 +311,10 @@ class Stack:
     def stop_database_instances(self) -> None:
         """Stop the data dir's local database servers (``up`` starts the metastore's again)."""
         if (self.settings.data_dir / "databases").is_dir():
+            from lakeward.access.secrets import open_secret_store
             from lakeward.databases import Instances
 
-            Instances(self.settings).stop_all()
+            Instances(self.settings, open_secret_store(self.settings)).stop_all()
 
     def down(self, retain_data: bool = False) -> None:
         """Stop every process; unless ``retain_data``, delete the stack's data too."""

@@ -33,7 +33,7 @@ from lakeward.access.audit import AuditLog, AuditRecord
 from lakeward.access.keys import derive_key, load_master_key
 from lakeward.access.policy import Decision, PolicyDocument, Request, evaluate, parse_policy
 from lakeward.access.principals import Principals
-from lakeward.access.secrets import SecretStore
+from lakeward.access.secrets import open_secret_store
 from lakeward.config import Settings
 from lakeward.errors import AccessDenied
 
@@ -83,7 +83,7 @@ class AccessControl:
             return url or state / f"{name}.db"
 
         self.principals = Principals(where("iam"), secret_key=derive_key(master, "access-keys"))
-        self.secrets = SecretStore(where("secrets"), derive_key(master, "secrets"))
+        self.secrets = open_secret_store(settings)
         self.audit = AuditLog(where("audit"))
         self._policies: dict[str, tuple[int, list[tuple[str, PolicyDocument]]]] = {}
         self._keys: dict[str, tuple[int, tuple[str, str] | None]] = {}

@@ -46,6 +46,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from lakeward.access.keys import derive_key, load_master_key
+from lakeward.config import Settings
 from lakeward.errors import (
     ConfigError,
     InvalidRequest,
@@ -308,6 +310,15 @@ class SecretStore:
         with self.engine.connect() as conn:
             value = conn.execute(query).scalar()
         return None if value is None else str(value)
+
+
+def open_secret_store(settings: Settings) -> SecretStore:
+    """The stack's secrets store, without the rest of access control."""
+    state = settings.data_dir / "access"
+    state.mkdir(parents=True, exist_ok=True)
+    master = load_master_key(settings.data_dir)
+    where = settings.access.database_url or state / "secrets.db"
+    return SecretStore(where, derive_key(master, "secrets"))
 
 
 def _check_name(name: str) -> None:

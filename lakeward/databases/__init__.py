@@ -1,6 +1,6 @@
 """Managed database instances, the RDS analogue: ``lakeward db create|describe|modify|...``.
 
-``Instances(settings)`` is the service; engines (``postgres``, and ``mysql`` /
+``Instances(settings, secrets)`` is the service; engines (``postgres``, and ``mysql`` /
 ``mariadb``, both served by MariaDB's server) plug in behind ``Engine`` and are
 loaded by ``load_engine``. See docs/databases.md.
 """

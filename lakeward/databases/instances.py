@@ -50,7 +50,7 @@ class Instances:
     def __init__(
         self,
         settings: Settings,
-        secrets: SecretStore | None = None,
+        secrets: SecretStore,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings
@@ -58,15 +58,7 @@ class Instances:
         self.registry = Registry(self.directory)
         self.window = parse_window(settings.databases.maintenance_window)
         self.clock = clock or (lambda: datetime.now(UTC))
-        self._secrets = secrets
-
-    @property
-    def secrets(self) -> SecretStore:
-        if self._secrets is None:
-            from lakeward.access.control import AccessControl
-
-            self._secrets = AccessControl(self.settings).secrets
-        return self._secrets
+        self.secrets = secrets  # master credentials of the instances, encrypted
 
     # -- create -------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from lakeward.access.secrets import open_secret_store
 from lakeward.config import Settings, load_settings
 from lakeward.databases import InstanceInfo, Instances, load_engine
 from tests.helpers import lakeward, need
@@ -41,7 +42,8 @@ def db_data_dir() -> Iterator[Path]:
         base.chmod(0o711)
     data_dir = base / "data"
     yield data_dir
-    instances = Instances(load_settings(data_dir=data_dir, env={}))
+    settings = load_settings(data_dir=data_dir, env={})
+    instances = Instances(settings, open_secret_store(settings))
     try:
         instances.stop_all()  # first, so that no server outlives the tests if a delete fails
         for name in instances.registry.load():
@@ -71,9 +73,14 @@ class Created:
         found: list[dict[str, Any]] = json.loads(self.cli("describe", self.name, "--json").stdout)
         return found[0]
 
+    def instances(self) -> Instances:
+        """The instances service of this data dir, as the CLI builds it."""
+        settings = self.settings
+        return Instances(settings, open_secret_store(settings))
+
     def info(self) -> InstanceInfo:
         """The same through the service, without a process start."""
-        return Instances(self.settings).describe(self.name)[0]
+        return self.instances().describe(self.name)[0]
 
     def credentials(self) -> dict[str, Any]:
         if not self._credentials:  # they do not change: ask once

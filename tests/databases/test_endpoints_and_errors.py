@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from lakeward.access.control import AccessControl
+from lakeward.access.secrets import open_secret_store
 from lakeward.config import load_settings
 from lakeward.databases import Instances
 from lakeward.errors import LakewardError
@@ -92,7 +93,8 @@ def test_register_an_existing_server(engine: str, data_dir: Path, scratch_databa
     assert described["instance_class"] is None and described["local"] is False
     assert described["server"].startswith("PostgreSQL" if engine == "postgres" else "MariaDB")
 
-    instances = Instances(load_settings(data_dir=data_dir, env={}))
+    settings = load_settings(data_dir=data_dir, env={})
+    instances = Instances(settings, open_secret_store(settings))
     url = instances.connection_url(name, scratch_database)
     assert url.endswith(f"@{endpoint}/{scratch_database}")
     assert database_exists(engine, scratch_database)
@@ -111,7 +113,8 @@ def test_register_an_existing_server(engine: str, data_dir: Path, scratch_databa
 def test_registration_checks_the_credentials(data_dir: Path) -> None:
     endpoint, _ = SERVERS["mariadb"]
     need(server_up(endpoint), f"no MariaDB server at {endpoint}")
-    instances = Instances(load_settings(data_dir=data_dir, env={}))
+    settings = load_settings(data_dir=data_dir, env={})
+    instances = Instances(settings, open_secret_store(settings))
     with pytest.raises(LakewardError, match=r"cannot log in to MariaDB at 127.0.0.1:3306 as root"):
         instances.create("wrong", "mariadb", endpoint=endpoint, master_username="root",
                          master_password="not-the-password")  # fmt: skip
@@ -169,7 +172,8 @@ def test_an_engine_version_not_installed_lists_those_that_are(
 def test_a_taken_name_and_unknown_instances(data_dir: Path) -> None:
     endpoint, user = SERVERS["postgres"]
     need(server_up(endpoint), f"no PostgreSQL server at {endpoint}")
-    instances = Instances(load_settings(data_dir=data_dir, env={}))
+    settings = load_settings(data_dir=data_dir, env={})
+    instances = Instances(settings, open_secret_store(settings))
     instances.create("taken", "postgres", endpoint=endpoint, master_username=user)
     with pytest.raises(LakewardError, match="instance named taken exists already"):
         instances.create("taken", "mariadb", endpoint="127.0.0.1:3306", master_username="root")

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from lakeward.access.secrets import open_secret_store
 from lakeward.config import load_settings
 from lakeward.databases import Instances
 from lakeward.errors import LakewardError
@@ -148,7 +149,7 @@ def test_the_password_shows_only_through_credentials(instance: Created) -> None:
 
 
 def test_modify_now_restarts_with_the_new_class(instance: Created) -> None:
-    Instances(instance.settings).connection_url(instance.name, "app")  # creates it
+    instance.instances().connection_url(instance.name, "app")  # creates it
     run_sql(instance, "CREATE TABLE kept (id INT)", "app")
     run_sql(instance, "INSERT INTO kept VALUES (7)", "app")
     described = json_of(instance.cli("modify", instance.name, "--instance-class", "db.medium",
@@ -162,7 +163,9 @@ def test_modify_now_restarts_with_the_new_class(instance: Created) -> None:
 def test_a_pending_modification_waits_for_the_window(instance: Created) -> None:
     # Wednesday noon; the window is Sunday 03:00-03:30 UTC (the default).
     now = [datetime(2026, 11, 18, 12, 0, tzinfo=UTC)]
-    instances = Instances(instance.settings, clock=lambda: now[0])
+    instances = Instances(
+        instance.settings, open_secret_store(instance.settings), clock=lambda: now[0]
+    )
     info = instances.modify(instance.name, "db.large")
     assert info.pending_modifications == {"instance_class": "db.large"}
     assert info.instance_class == "db.medium"
@@ -202,7 +205,7 @@ def test_stop_keeps_the_data_and_ensure_starts_it_again(instance: Created) -> No
     with pytest.raises(OSError):
         socket.create_connection((info.endpoint.host, info.endpoint.port), timeout=2).close()
 
-    instances = Instances(instance.settings)
+    instances = instance.instances()
     with pytest.raises(LakewardError, match="runs engine"):
         instances.ensure(instance.name, "mariadb" if instance.engine == "postgres" else "postgres")
     assert instances.ensure(instance.name, instance.engine).status == "available"
@@ -215,7 +218,7 @@ def test_stop_keeps_the_data_and_ensure_starts_it_again(instance: Created) -> No
 
 
 def test_a_server_that_fails_to_start_is_reported_with_its_log(instance: Created) -> None:
-    Instances(instance.settings).stop(instance.name)
+    instance.instances().stop(instance.name)
     root = instance.data_dir / "databases" / instance.name
     config = root / "data" / "postgresql.conf" if instance.engine == "postgres" else root / "my.cnf"
     # A value PostgreSQL refuses; a name MariaDB does not know (it only warns of bad values).
@@ -235,13 +238,13 @@ def test_a_server_that_fails_to_start_is_reported_with_its_log(instance: Created
         assert instance.info().status == "failed"
     finally:
         config.write_text(original)
-    Instances(instance.settings).start(instance.name)  # fixed: it starts again
+    instance.instances().start(instance.name)  # fixed: it starts again
     assert instance.info().status == "available"
 
 
 def test_a_taken_port_is_refused(instance: Created) -> None:
     port = instance.info().endpoint.port
-    Instances(instance.settings).stop(instance.name)
+    instance.instances().stop(instance.name)
     squatter = socket.socket()
     squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
     squatter.bind(("127.0.0.1", port))
@@ -255,11 +258,11 @@ def test_a_taken_port_is_refused(instance: Created) -> None:
         assert taken.returncode != 0 and f"port {port}" in taken.stderr
     finally:
         squatter.close()
-    Instances(instance.settings).start(instance.name)
+    instance.instances().start(instance.name)
 
 
 def test_delete_dumps_a_final_snapshot_that_restores(instance: Created, tmp_path: Path) -> None:
-    url = Instances(instance.settings).connection_url(instance.name, "shop")
+    url = instance.instances().connection_url(instance.name, "shop")
     expected_url = "postgresql://" if instance.engine == "postgres" else "mysql://"
     assert url.startswith(expected_url) and url.endswith("/shop")
     run_sql(instance, "CREATE TABLE orders (id INT PRIMARY KEY, item VARCHAR(20))", "shop")
@@ -270,7 +273,7 @@ def test_delete_dumps_a_final_snapshot_that_restores(instance: Created, tmp_path
     existing = tmp_path / "existing.sql"
     existing.write_text("keep me")
     with pytest.raises(LakewardError, match="existing.sql exists; name a new file"):
-        Instances(instance.settings).delete(instance.name, existing)
+        instance.instances().delete(instance.name, existing)
     assert existing.read_text() == "keep me"
     info = instance.info()
     assert info.status == "available"
@@ -284,7 +287,7 @@ def test_delete_dumps_a_final_snapshot_that_restores(instance: Created, tmp_path
     assert listening_addresses(port) == set()
 
     restored = Created(f"{instance.engine}-restored", instance.engine, instance.data_dir)
-    Instances(restored.settings).create(restored.name, restored.engine)
+    restored.instances().create(restored.name, restored.engine)
     load_dump(restored, snapshot)
     assert run_sql(restored, "SELECT id, item FROM orders ORDER BY id", "shop") == [
         (1, "lamp"),
@@ -325,4 +328,5 @@ def test_as_root_a_data_dir_the_server_account_cannot_enter_is_refused(tmp_path:
     blocked = next(p for p in on_the_way if not p.stat().st_mode & 0o001)
     assert f"'postgres' cannot enter {blocked} (mode " in message
     assert f"chmod o+x {blocked}" in message
-    assert Instances(load_settings(data_dir=private / "data", env={})).describe() == []
+    private_settings = load_settings(data_dir=private / "data", env={})
+    assert Instances(private_settings, open_secret_store(private_settings)).describe() == []

@@ -274,9 +274,12 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 def instance_url(settings: Settings, name: str) -> str:
     """The URL (with credentials) of the metastore's database inside a managed instance."""
-    from lakeward.databases import Instances  # the managed instances, only when used
+    from lakeward.access.secrets import open_secret_store  # only when an instance is used
+    from lakeward.databases import Instances
 
     try:
-        return Instances(settings).connection_url(name, database="metastore")
+        return Instances(settings, open_secret_store(settings)).connection_url(
+            name, database="metastore"
+        )
     except LakewardError as exc:
         raise ConfigError(f"metastore.instance: {exc.message}") from None
