@@ -25,7 +25,9 @@ CHART_DATA = """() => Object.fromEntries(Array.from(document.querySelectorAll('.
   {type: v.dataset.type, source: v.dataset.source,
    traces: (v.querySelector('.chart').data || []).map(t => ({
      name: t.name, x: t.x || null, y: t.y || null, lat: t.lat || null, lon: t.lon || null,
-     size: t.marker && Array.isArray(t.marker.size) ? t.marker.size : null}))}]))"""
+     size: t.marker && Array.isArray(t.marker.size) ? t.marker.size : null,
+     color: (t.marker && typeof t.marker.color === 'string' && t.marker.color)
+       || (t.line && t.line.color) || null}))}]))"""
 
 
 def wait_for_charts(page: Any) -> dict[str, Any]:
@@ -85,6 +87,17 @@ def test_map_and_mortality_on_2020_09_10(de_page: Any, stack: Settings, tmp_path
     assert italy["y"][day] == pytest.approx(ITALY_DEATHS / ITALY_CONFIRMED, rel=1e-9)
     assert round(100 * italy["y"][day], 2) == 12.57
     assert world["source"] == mortality["source"] == "extract"
+
+    # One colour per country: distinct on the map, the same on the line chart, and the
+    # same before and after the filter changed.
+    map_colours = {t["name"]: t["color"] for t in world["traces"]}
+    assert None not in map_colours.values()
+    assert len(set(map_colours.values())) == len(map_colours) >= 12, map_colours
+    assert {name: t["color"] for name, t in lines.items()} == {
+        name: map_colours[name] for name in lines
+    }
+    june_colours = {t["name"]: t["color"] for t in june["traces"]}
+    assert all(map_colours[name] == colour for name, colour in june_colours.items())
 
     # The world outline is drawn under the points, from the server's own topology.
     assert (

@@ -46,6 +46,52 @@
     window.PlotlyGeoAssets.topojson[TOPOLOGY] = window.PlotlyGeoAssets.topojson[TOPOLOGY] || await topology;
   }
 
+  // One colour per category value across every visual of the sheet and across filter
+  // changes: a value keeps the colour it was first given for the page's lifetime. New
+  // values are given colours in sorted order, starting from a hash of the value and
+  // moving on past colours already taken, so the same values get the same colours on
+  // every load whatever order the charts arrive in. 22 colours of high mutual contrast.
+  const PALETTE = [
+    "#0067a5", "#f38400", "#008856", "#be0032", "#875692", "#f3c300", "#882d17",
+    "#a1caf1", "#e68fac", "#8db600", "#604e97", "#f99379", "#2b3d26", "#b3446c",
+    "#c2b280", "#00a3a3", "#654522", "#e25822", "#848482", "#dcd300", "#f6a600",
+    "#222222",
+  ];
+  const colours = new Map();
+
+  function hashOf(text) {  // FNV-1a, 32 bits
+    let hash = 0x811c9dc5;
+    for (let i = 0; i < text.length; i += 1) {
+      hash ^= text.charCodeAt(i);
+      hash = Math.imul(hash, 0x01000193) >>> 0;
+    }
+    return hash;
+  }
+
+  function assignColours(names) {
+    const taken = new Set(colours.values());
+    Array.from(new Set(names)).filter(function (n) { return !colours.has(n); }).sort().forEach(function (name) {
+      const start = hashOf(name) % PALETTE.length;
+      let pick = PALETTE[start];
+      for (let step = 0; step < PALETTE.length; step += 1) {
+        const candidate = PALETTE[(start + step) % PALETTE.length];
+        if (!taken.has(candidate)) { pick = candidate; break; }
+      }
+      colours.set(name, pick);
+      taken.add(pick);
+    });
+  }
+
+  function seriesNames(series) {
+    if (series.type === "map") {
+      return series.data.points.map(function (p) { return p.color === null || p.color === undefined ? "(none)" : String(p.color); });
+    }
+    if (series.type === "line" || series.type === "bar") {
+      return series.data.series.map(function (s) { return String(s.name); });
+    }
+    return [];
+  }
+
   function localTime(value) {
     // <input type="datetime-local"> gives "2020-09-10T00:00"; the API takes ISO times.
     return value ? (value.length === 16 ? value + ":00" : value) : null;
@@ -97,6 +143,7 @@
         hovertemplate: "<b>" + entry[0].replace(/</g, "&lt;") + "</b><br>%{text}<extra></extra>",
         // Sizes stay the measure's values; sizeref scales the largest to 60 px across.
         marker: {
+          color: colours.get(entry[0]),
           size: points.map(function (p) { return p.size; }), sizemode: "area",
           sizeref: 2 * largest / (60 * 60), sizemin: 3, opacity: 0.75,
           line: { width: 0.5, color: "#ffffff" },
@@ -117,9 +164,10 @@
 
   function xyFigure(data, type, element) {
     const traces = data.series.map(function (s) {
+      const colour = colours.get(String(s.name));
       return type === "bar"
-        ? { type: "bar", name: String(s.name), x: s.x, y: s.y }
-        : { type: "scatter", mode: "lines", name: String(s.name), x: s.x, y: s.y };
+        ? { type: "bar", name: String(s.name), x: s.x, y: s.y, marker: { color: colour } }
+        : { type: "scatter", mode: "lines", name: String(s.name), x: s.x, y: s.y, line: { color: colour } };
     });
     const all = data.series.flatMap(function (s) { return s.y; }).filter(function (v) { return typeof v === "number"; });
     const ratio = element.dataset.y.endsWith("rate") && all.every(function (v) { return v >= 0 && v <= 1; });
@@ -149,11 +197,14 @@
     target.classList.add("table-visual");
   }
 
-  async function draw(element) {
+  async function fetchSeries(element) {
     const id = element.dataset.visual;
-    const target = element.querySelector(".chart");
     const query = "?mode=" + encodeURIComponent(mode) + "&filters=" + encodeURIComponent(JSON.stringify(filtersFor(id)));
-    const series = await lakeward.call("GET", config.series_base + encodeURIComponent(id) + "/series" + query);
+    return lakeward.call("GET", config.series_base + encodeURIComponent(id) + "/series" + query);
+  }
+
+  async function draw(element, series) {
+    const target = element.querySelector(".chart");
     element.dataset.source = series.source;
     note(element, series.row_count.toLocaleString("en-US") + " row(s) · from the " + series.source);
     if (series.type === "table") { drawTable(series.data, target); return; }
@@ -167,7 +218,12 @@
     document.body.dataset.charts = "loading";
     status.textContent = "Loading…";
     const started = performance.now();
-    const results = await Promise.allSettled(visuals.map(draw));
+    // Every visual's data first, so that colours are given across the whole sheet.
+    const fetched = await Promise.allSettled(visuals.map(fetchSeries));
+    assignColours(fetched.flatMap(function (r) { return r.status === "fulfilled" ? seriesNames(r.value) : []; }));
+    const results = await Promise.allSettled(fetched.map(function (r, i) {
+      return r.status === "fulfilled" ? draw(visuals[i], r.value) : Promise.reject(r.reason);
+    }));
     const failed = results.filter(function (r) { return r.status === "rejected"; });
     results.forEach(function (r, i) {
       if (r.status === "rejected") {
