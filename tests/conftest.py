@@ -71,3 +71,24 @@ def postgres_db() -> Iterator[str]:
     yield name
     with psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# What a test needs, as markers, so that `-m "not spark"`, `-m postgres` ... select
+# by it. Given here from the fixtures a test uses and the backends it is parametrized
+# over, so that a new test is marked without anyone remembering to.
+_SPARK_FIXTURES = {"stack", "stack_dir", "spark"}
+_BROWSER_FIXTURES = {"browser", "page"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        where = item.nodeid.lower()
+        if fixtures & _SPARK_FIXTURES and item.get_closest_marker("spark") is None:
+            item.add_marker(pytest.mark.spark)
+        if fixtures & _BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        if "postgres" in where or fixtures & {"postgres_db", "postgres_url"}:
+            item.add_marker(pytest.mark.postgres)
+        if "mariadb" in where or "mysql" in where or "mariadb_url" in fixtures:
+            item.add_marker(pytest.mark.mariadb)
