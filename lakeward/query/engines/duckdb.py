@@ -16,7 +16,6 @@ Either way DuckDB prunes partitions and pushes filters and projections down.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -38,6 +37,7 @@ import pyarrow.fs as pafs
 from lakeward.errors import QueryCancelled, QueryFailed
 from lakeward.metastore.client import Column
 from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
+from lakeward.query.engines.scanned import DataFile, Source, bytes_scanned, duck_type, sql_literal
 from lakeward.query.model import TableRef
 from lakeward.query.types import arrow_type_of_hive, athena_type_of_duckdb, duckdb_type_of_hive
 from lakeward.query.types import quote_identifier as quote
@@ -76,28 +76,6 @@ class S3Options:
         if self.access_key_id:
             options.update(access_key=self.access_key_id, secret_key=self.secret_access_key)
         return pafs.S3FileSystem(**options)
-
-
-@dataclass(frozen=True)
-class _DataFile:
-    path: str
-    size: int
-    partition: tuple[str | None, ...]  # the partition keys' values, from its directories
-
-
-@dataclass
-class _Source:
-    """One table as an execution reads it."""
-
-    table: ResolvedTable
-    files: list[_DataFile]
-    local_dir: str | None = None  # local tables: the directory DuckDB may read
-    dataset: Any = None  # S3 tables: the pyarrow dataset their view reads
-    scan_columns: set[str] = field(default_factory=set)  # lower-cased names the files hold
-
-    @property
-    def size(self) -> int:
-        return sum(f.size for f in self.files)
 
 
 @dataclass
@@ -147,14 +125,14 @@ class DuckDbEngine(Engine):
                     self._create_view(run, source)
                 if explain is not None:
                     inner = _EXPLAIN.sub("", sql)
-                    scanned = _bytes_scanned(run.con, inner, sources) if explain else 0
+                    scanned = bytes_scanned(run.con, inner, sources) if explain else 0
                     plan = run.con.sql(sql).fetchall()
                     self._close(execution_id, run)
                     lines = [line for _, text in plan for line in text.splitlines()]
                     batch = pa.record_batch([pa.array(lines, pa.string())], names=[PLAN_COLUMN])
                     column = athena_type_of_duckdb("VARCHAR").column(PLAN_COLUMN)
                     return EngineResult([column], iter([batch]), scanned)
-                scanned = _bytes_scanned(run.con, sql, sources)
+                scanned = bytes_scanned(run.con, sql, sources)
                 relation = run.con.sql(sql)
                 columns = [
                     athena_type_of_duckdb(str(t)).column(n)
@@ -252,18 +230,18 @@ class DuckDbEngine(Engine):
 
     # -- tables ------------------------------------------------------------------------------
 
-    def _source(self, table: ResolvedTable) -> _Source:
+    def _source(self, table: ResolvedTable) -> Source:
         parts = urlsplit(table.location)
         keys = [k.name for k in table.partition_keys]
         try:
             if parts.scheme in ("", "file"):
                 root = os.path.realpath(unquote(parts.path))
-                return _Source(table, _list_files(pafs.LocalFileSystem(), root, keys), root)
+                return Source(table, _list_files(pafs.LocalFileSystem(), root, keys), root)
             if parts.scheme in ("s3", "s3a", "s3n"):
                 filesystem = (self.s3 or S3Options()).filesystem()
                 root = f"{parts.netloc}/{unquote(parts.path).strip('/')}".rstrip("/")
                 files = _list_files(filesystem, root, keys)
-                return _Source(table, files, dataset=_dataset(filesystem, root, files, table))
+                return Source(table, files, dataset=_dataset(filesystem, root, files, table))
         except (OSError, pa.ArrowException) as exc:
             raise QueryFailed(f"cannot read table {table.ref} at {table.location}: {exc}") from None
         raise QueryFailed(
@@ -271,7 +249,7 @@ class DuckDbEngine(Engine):
             "(only file:, s3: and s3a: locations)"
         )
 
-    def _create_view(self, run: _Run, source: _Source) -> None:
+    def _create_view(self, run: _Run, source: Source) -> None:
         ref, con = source.table.ref, run.con
         try:
             con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(ref.catalog)}")
@@ -291,7 +269,7 @@ class DuckDbEngine(Engine):
             location = source.table.location
             raise QueryFailed(f"cannot read table {ref} at {location}: {exc}") from None
 
-    def _scan(self, run: _Run, source: _Source) -> str | None:
+    def _scan(self, run: _Run, source: Source) -> str | None:
         """The relation a table's view selects from; None for a table without files."""
         if not source.files:
             return None
@@ -303,10 +281,12 @@ class DuckDbEngine(Engine):
         keys = source.table.partition_keys
         # The files listed, not a glob: Hive's rules (no _temporary/ of a running write)
         # and exactly the files bytes_scanned counts.
-        files = ", ".join(_literal(f.path) for f in source.files)
+        files = ", ".join(sql_literal(f.path) for f in source.files)
         options = f"hive_partitioning = {str(bool(keys)).lower()}, union_by_name = true"
         if keys:  # typed as declared, so that filters on them prune without casts
-            types = ", ".join(f"{_literal(k.name)}: {_literal(_duck_type(k.type))}" for k in keys)
+            types = ", ".join(
+                f"{sql_literal(k.name)}: {sql_literal(duck_type(k.type))}" for k in keys
+            )
             options += f", hive_types = {{{types}}}"
         return f"read_parquet([{files}], {options})"
 
@@ -314,7 +294,7 @@ class DuckDbEngine(Engine):
 # -- tables' files and views ---------------------------------------------------------------------
 
 
-def _lock_down(con: duckdb.DuckDBPyConnection, sources: list[_Source]) -> None:
+def _lock_down(con: duckdb.DuckDBPyConnection, sources: list[Source]) -> None:
     """Restrict the connection before anything else runs on it, views included.
 
     ``allowed_directories`` match as prefixes: a trailing '/' keeps /lake/t1/
@@ -322,20 +302,9 @@ def _lock_down(con: duckdb.DuckDBPyConnection, sources: list[_Source]) -> None:
     """
     dirs = sorted({s.local_dir.rstrip("/") + "/" for s in sources if s.local_dir})
     con.execute("SET TimeZone = 'UTC'")  # Athena's sessions run in UTC
-    con.execute(f"SET allowed_directories = [{', '.join(map(_literal, dirs))}]")
+    con.execute(f"SET allowed_directories = [{', '.join(map(sql_literal, dirs))}]")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _duck_type(hive_type: str) -> str:
-    try:
-        return duckdb_type_of_hive(hive_type)
-    except ValueError:
-        return "VARCHAR"
 
 
 def _view_column(column: Column, found: dict[str, str]) -> str:
@@ -353,7 +322,7 @@ def _view_column(column: Column, found: dict[str, str]) -> str:
     return f"CAST({name} AS {wanted}) AS {name}"
 
 
-def _list_files(filesystem: pafs.FileSystem, root: str, keys: list[str]) -> list[_DataFile]:
+def _list_files(filesystem: pafs.FileSystem, root: str, keys: list[str]) -> list[DataFile]:
     """The table's data files as Hive reads them: no hidden names, partitions in key order."""
     files = []
     selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
@@ -368,12 +337,12 @@ def _list_files(filesystem: pafs.FileSystem, root: str, keys: list[str]) -> list
         ):
             continue  # outside the partition directories: Hive ignores it
         values = tuple(None if p[2] == HIVE_NULL else unquote(p[2]) for p in pairs)
-        files.append(_DataFile(info.path, info.size, values))
+        files.append(DataFile(info.path, info.size, values))
     return sorted(files, key=lambda f: f.path)
 
 
 def _dataset(
-    filesystem: pafs.FileSystem, root: str, files: list[_DataFile], table: ResolvedTable
+    filesystem: pafs.FileSystem, root: str, files: list[DataFile], table: ResolvedTable
 ) -> Any:
     if not files:
         return None
@@ -436,81 +405,3 @@ def _errors(run: _Run, limits: Limits) -> Iterator[None]:
         if run.cancelled.is_set():
             raise QueryCancelled("the query was cancelled") from None
         raise QueryFailed(str(exc)) from None
-
-
-# -- bytes scanned -----------------------------------------------------------------------------
-
-
-def _bytes_scanned(con: duckdb.DuckDBPyConnection, sql: str, sources: list[_Source]) -> int:
-    """See ``DuckDbEngine.execute``: file sizes, less the partitions the plan prunes."""
-    if not any(source.table.partition_keys for source in sources):
-        # Nothing to prune: every file is read, and planning the query twice costs time.
-        return sum(source.size for source in sources)
-    try:
-        plan = json.loads(con.execute(f"EXPLAIN (FORMAT json) {sql}").fetchall()[0][1])
-        scans = list(_scan_nodes(plan))
-        return sum(_scanned_of(con, source, scans) for source in sources)
-    except duckdb.InterruptException:
-        raise
-    except Exception:  # noqa: BLE001 - an estimate: never fail the query for it
-        return sum(source.size for source in sources)
-
-
-def _scan_nodes(nodes: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    for node in nodes:
-        if node.get("name") == "READ_PARQUET" or "ARROW" in str(node.get("name")):
-            yield node
-        yield from _scan_nodes(node.get("children", []))
-
-
-def _scanned_of(con: duckdb.DuckDBPyConnection, source: _Source, scans: list[Any]) -> int:
-    """The bytes of a table's files that the plan's scans of it may read."""
-    if not source.table.partition_keys or not source.files:
-        return source.size
-    read: set[int] | None = None
-    for node in scans:
-        # A scan is this table's if it reads this kind of source, only columns the
-        # table's files hold, and (local tables) as many files as the table has.
-        info = node.get("extra_info", {})
-        projected = info.get("Projections") or []
-        projected = [projected] if isinstance(projected, str) else projected
-        names = {p.strip('"').lower() for p in projected}
-        total = str(info.get("Scanning Files", "")).partition("/")[2]
-        if (
-            (node["name"] == "READ_PARQUET") != (source.dataset is None)
-            or not names <= source.scan_columns
-            or (total and int(total) != len(source.files))
-        ):
-            continue
-        filters = info.get("File Filters" if source.dataset is None else "Filters") or []
-        read = (read or set()) | _files_passing(
-            con, source, [filters] if isinstance(filters, str) else filters
-        )
-    return source.size if read is None else sum(source.files[i].size for i in read)
-
-
-def _files_passing(con: duckdb.DuckDBPyConnection, source: _Source, filters: list[str]) -> set[int]:
-    """The files whose partition values pass those of ``filters`` that are on partition keys."""
-    keys = source.table.partition_keys
-    partitions: dict[tuple[str | None, ...], list[int]] = {}
-    for i, f in enumerate(source.files):
-        partitions.setdefault(f.partition, []).append(i)
-
-    def cell(value: str | None, key: Column) -> str:
-        return f"CAST({'NULL' if value is None else _literal(value)} AS {_duck_type(key.type)})"
-
-    rows = ", ".join(f"({n}, {', '.join(map(cell, v, keys))})" for n, v in enumerate(partitions))
-    names = ", ".join(["__lakeward_n", *(quote(k.name) for k in keys)])
-    passing = set(range(len(partitions)))
-    for condition in filters:
-        query = f"SELECT __lakeward_n FROM (VALUES {rows}) AS p({names}) WHERE {condition}"
-        if len(con.extract_statements(query)) != 1:
-            continue
-        try:
-            passing &= {row[0] for row in con.execute(query).fetchall()}
-        except duckdb.InterruptException:
-            raise
-        except duckdb.Error:
-            continue  # a filter on data columns: it prunes no partition
-    groups = list(partitions.values())
-    return {i for n in passing for i in groups[n]}
