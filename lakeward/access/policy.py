@@ -11,8 +11,8 @@ could apply.
 ``evaluate`` follows IAM: nothing is allowed unless an applicable statement allows it, and
 an applicable Deny wins over every Allow, whatever the order of statements and policies.
 Actions match case-insensitively, resources case-sensitively; in both ``*`` matches any
-run of characters (``/`` and ``:`` included) and ``?`` one character. Conditions and
-policy variables live in ``conditions.py``. A Resource entry whose variable has no value
+run of characters (``/`` and ``:`` included) and ``?`` one character. Conditions live in
+``conditions.py``, policy variables and wildcards in ``templates.py``. A Resource entry whose variable has no value
 in the request matches nothing; with NotResource the statement does not apply at all.
 """
 
@@ -26,16 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lakeward.access.arns import ARN_PREFIX
-from lakeward.access.conditions import (
+from lakeward.access.conditions import Condition, Context, parse_conditions
+from lakeward.access.templates import (
     Chunk,
-    Condition,
-    Context,
     Template,
     describe,
     fail,
     has_wildcards,
     joined,
-    parse_conditions,
     parse_template,
     wildcard_regex,
 )
