@@ -4,7 +4,7 @@
 # when missing), then runs a task:
 #
 #   ./dev.sh up [lakeward up options]   bring the stack up and load the covid tables
-#   ./dev.sh test [pytest options]      ruff, mypy, then the whole test suite
+#   ./dev.sh test [pytest options]      ruff, mypy, then the whole test suite (in parallel)
 #   ./dev.sh down [--retain-data]       stop the stack (and delete its data)
 #   ./dev.sh bench                      run the benchmarks under bench/
 #   ./dev.sh screenshots                the console's images in docs/images (browser tests)
@@ -108,6 +108,13 @@ install_topojson() {
   rm -rf "$tmp"
 }
 
+collected=""
+run_pytest() {  # pytest "$@"; a phase that selects no tests is fine if another ran some
+  local status=0
+  "$VENV/bin/python" -m pytest "$@" || status=$?
+  if [ "$status" = 0 ]; then collected=1; elif [ "$status" != 5 ]; then exit "$status"; fi
+}
+
 task=${1:-}
 [ $# -gt 0 ] && shift
 case "$task" in
@@ -119,7 +126,11 @@ case "$task" in
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
     "$VENV/bin/mypy"
-    exec "$VENV/bin/python" -m pytest "$@"
+    # The tests that need no Spark run in parallel; those that share the session's
+    # stack (metastore, ETL, server) run after them in one process.
+    run_pytest -n "${LAKEWARD_TEST_WORKERS:-auto}" -m "not spark" "$@"
+    run_pytest -m spark "$@"
+    [ "$collected" = 1 ] || { echo "dev.sh: no tests were collected" >&2; exit 5; }
     ;;
   bench) install; for b in bench/*.py; do "$VENV/bin/python" "$b"; done ;;
   screenshots)
