@@ -12,8 +12,9 @@ could apply.
 an applicable Deny wins over every Allow, whatever the order of statements and policies.
 Actions match case-insensitively, resources case-sensitively; in both ``*`` matches any
 run of characters (``/`` and ``:`` included) and ``?`` one character. Conditions live in
-``conditions.py``, policy variables and wildcards in ``templates.py``. A Resource entry whose variable has no value
-in the request matches nothing; with NotResource the statement does not apply at all.
+``conditions.py``, policy variables and wildcards in ``templates.py``. A Resource entry
+whose variable has no value in the request matches nothing; with NotResource the
+statement does not apply at all.
 """
 
 from __future__ import annotations
