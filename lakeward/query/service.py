@@ -9,7 +9,6 @@ waiting and come back later.
 
 from __future__ import annotations
 
-import base64
 import logging
 import threading
 import time
@@ -18,23 +17,27 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lakeward.access import AllowAll, Authorizer, current_principal
 from lakeward.access.arns import catalog_arn, s3_arn, workgroup_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound, TooManyRequests
-from lakeward.metastore.client import TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query import results
-from lakeward.query.catalogs import URIS_PARAMETER, Catalogs, matches
+from lakeward.query.catalogs import URIS_PARAMETER, Catalogs
 from lakeward.query.engines import load_engine
 from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
+from lakeward.query.metadata import (
+    DEFAULT_CATALOG,
+    DEFAULT_WORKGROUP,
+    MAX_QUERY_LENGTH,
+    MetadataOperations,
+    next_token_at,
+    offset_of,
+)
 from lakeward.query.model import (
-    ColumnInfo,
     DataCatalog,
-    NamedQuery,
     QueryExecution,
     QueryState,
     ResultPage,
@@ -45,12 +48,10 @@ from lakeward.query.model import (
 from lakeward.query.sql import Statement, parse_statement, to_engine_sql
 from lakeward.query.store import Store
 from lakeward.storage import Storage, load_storage
+from lakeward.storage.arrow import S3Options, arrow_filesystem
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CATALOG = "demo_hive_metastore"
-DEFAULT_WORKGROUP = "primary"
-MAX_QUERY_LENGTH = 262_144
 MAX_QUEUED = 1000
 
 
@@ -74,8 +75,8 @@ class _Run:
         self.engine: Engine | None = None
 
 
-class QueryService:
-    """Implements ``lakeward.query.api.SqlApi``."""
+class QueryService(MetadataOperations):
+    """Implements ``lakeward.query.api.SqlApi``: executions here, the rest in metadata.py."""
 
     def __init__(
         self,
@@ -361,35 +362,11 @@ class QueryService:
             limits = Limits(memory_limit="1GB", spill_directory=str(self._spill))
             execution.statistics.planning_ms = _ms(time.monotonic() - planning)
             return engine.execute(execution.id, sql, tables, limits), scanned
-        return self._metadata_result(statement), 0
+        return self.metadata_result(statement), 0
 
     def _resolve(self, ref: TableRef) -> ResolvedTable:
         info = self.catalogs.connector(ref.catalog).table(ref.database, ref.table)
         return ResolvedTable(ref, info.location, info.columns, info.partition_keys)
-
-    def _metadata_result(self, statement: Statement) -> EngineResult:
-        """SHOW and DESCRIBE answer from the catalogs, without an engine."""
-        if statement.kind == "show_catalogs":
-            rows, name = [c.name for c in self.catalogs.all()], "catalog"
-            return _one_column(name, sorted(r for r in rows if matches(statement.like, r)))
-        if statement.kind == "show_databases":
-            names = self.list_databases(statement.catalog or DEFAULT_CATALOG)
-            return _one_column("database_name", [n for n in names if _like(statement.like, n)])
-        if statement.kind == "show_tables":
-            connector = self.catalogs.connector(statement.catalog or DEFAULT_CATALOG)
-            names = connector.tables(statement.database or "default")
-            return _one_column("tab_name", sorted(n for n in names if _like(statement.like, n)))
-        assert statement.table is not None
-        info = self.get_table_metadata(*_parts(statement.table))
-        if statement.kind == "show_columns":
-            return _one_column("field", [c.name for c in [*info.columns, *info.partition_keys]])
-        lines = [f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.columns]
-        if info.partition_keys:
-            lines += ["", "# Partition Information", "# col_name\tdata_type\tcomment", ""]
-            lines += [
-                f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.partition_keys
-            ]
-        return _one_column("col_name", lines)
 
     def _lake_arn(self, uri: str) -> str | None:
         """The s3 ARN of a place in the lake (``arn:lakeward:s3:::<bucket>/<key>``).
@@ -464,10 +441,10 @@ class QueryService:
         self.access.authorize(
             "athena:ListQueryExecutions", workgroup_arn(workgroup or DEFAULT_WORKGROUP)
         )
-        offset = _offset(next_token)
+        offset = offset_of(next_token)
         ids = self.store.execution_ids(workgroup, offset, max_results + 1)
         more = len(ids) > max_results
-        return ids[:max_results], _token(offset + max_results) if more else None
+        return ids[:max_results], next_token_at(offset + max_results) if more else None
 
     def batch_get_query_execution(
         self, execution_ids: list[str]
@@ -484,107 +461,6 @@ class QueryService:
             else:
                 found.append(execution)
         return found, missing
-
-    # -- catalogs and metadata ----------------------------------------------
-
-    def list_data_catalogs(self) -> list[DataCatalog]:
-        return [
-            c for c in self.catalogs.all()
-            if self.access.allowed("athena:GetDataCatalog", catalog_arn(c.name))
-        ]  # fmt: skip
-
-    def get_data_catalog(self, name: str) -> DataCatalog:
-        self.access.authorize("athena:GetDataCatalog", catalog_arn(name))
-        return self.catalogs.get(name)
-
-    def create_data_catalog(self, catalog: DataCatalog) -> None:
-        self.access.authorize("athena:CreateDataCatalog", catalog_arn(catalog.name))
-        self.catalogs.create(catalog)
-
-    def delete_data_catalog(self, name: str) -> None:
-        self.access.authorize("athena:DeleteDataCatalog", catalog_arn(name))
-        self.catalogs.delete(name)
-
-    def list_databases(self, catalog: str) -> list[str]:
-        if not self.access.allowed("lakeward:UseCatalog", catalog_arn(catalog)):
-            return []  # a catalog one may not use shows nothing, as if empty
-        return self.catalogs.connector(catalog).databases()
-
-    def get_database(self, catalog: str, database: str) -> str:
-        self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
-        self.catalogs.connector(catalog).require_database(database)
-        return database
-
-    def list_table_metadata(
-        self, catalog: str, database: str, expression: str | None = None
-    ) -> list[TableInfo]:
-        if not self.access.allowed("lakeward:UseCatalog", catalog_arn(catalog)):
-            return []
-        connector = self.catalogs.connector(catalog)
-        names = [n for n in connector.tables(database) if matches(expression, n)]
-        return [connector.table(database, n) for n in sorted(names)]
-
-    def get_table_metadata(self, catalog: str, database: str, table: str) -> TableInfo:
-        self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
-        return self.catalogs.connector(catalog).table(database, table)
-
-    # -- workgroups and named queries ---------------------------------------
-
-    def list_work_groups(self) -> list[WorkGroup]:
-        return [
-            g for g in self.store.workgroups()
-            if self.access.allowed("athena:GetWorkGroup", workgroup_arn(g.name))
-        ]  # fmt: skip
-
-    def get_work_group(self, name: str) -> WorkGroup:
-        self.access.authorize("athena:GetWorkGroup", workgroup_arn(name))
-        return self._work_group(name)
-
-    def _work_group(self, name: str) -> WorkGroup:
-        for group in self.store.workgroups():
-            if group.name == name:
-                return group
-        raise InvalidRequest(f"WorkGroup {name} is not found.")
-
-    def put_work_group(self, group: WorkGroup) -> None:
-        if group.engine not in ("duckdb", "spark"):
-            raise InvalidRequest(f"workgroup {group.name}: engine must be duckdb or spark")
-        self.store.put_workgroup(group)
-        with self._lock:
-            self._slots.pop(group.name, None)
-
-    def create_named_query(
-        self,
-        name: str,
-        database: str,
-        query: str,
-        workgroup: str | None = None,
-        description: str = "",
-        client_request_token: str | None = None,
-    ) -> str:
-        if len(query) > MAX_QUERY_LENGTH:
-            raise InvalidRequest(f"QueryString is longer than {MAX_QUERY_LENGTH} characters")
-        group = self._work_group(workgroup or DEFAULT_WORKGROUP)
-        self.access.authorize("athena:CreateNamedQuery", workgroup_arn(group.name))
-        named = NamedQuery(str(uuid.uuid4()), name, database, query, group.name, description)
-        return self.store.add_named_query(named, client_request_token)
-
-    def get_named_query(self, named_query_id: str) -> NamedQuery:
-        named = self.store.named_query(named_query_id)
-        if named is None:
-            raise InvalidRequest(f"NamedQuery {named_query_id} was not found")
-        self.access.authorize("athena:GetNamedQuery", workgroup_arn(named.workgroup))
-        return named
-
-    def list_named_queries(
-        self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
-    ) -> tuple[list[str], str | None]:
-        self.access.authorize(
-            "athena:ListNamedQueries", workgroup_arn(workgroup or DEFAULT_WORKGROUP)
-        )
-        offset = _offset(next_token)
-        ids = self.store.named_query_ids(workgroup, offset, max_results + 1)
-        return ids[:max_results], _token(offset + max_results) if len(ids) > max_results else None
 
 
 def _catalogs_used(statement: Statement, default: str) -> set[str]:
@@ -608,56 +484,12 @@ def _plain(uri: str) -> str:
     return uri
 
 
-def _token(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
-
-
-def _offset(token: str | None) -> int:
-    if not token:
-        return 0
-    try:
-        kind, _, value = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
-        if kind != "o":
-            raise ValueError(kind)
-        return int(value)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidRequest("NextToken is not valid") from None
-
-
-def _like(pattern: str | None, name: str) -> bool:
-    """Trino's LIKE: % any characters, _ one character."""
-    if not pattern:
-        return True
-    return matches(pattern.replace("%", "*").replace("_", "?"), name)
-
-
-def _parts(ref: TableRef) -> tuple[str, str, str]:
-    return ref.catalog, ref.database, ref.table
-
-
-def _one_column(name: str, values: list[str]) -> EngineResult:
-    table = pa.table({name: pa.array(values, pa.string())})
-    return EngineResult([ColumnInfo(name=name, type="varchar")], iter(table.to_batches()))
-
-
 def _size_of(settings: Settings, location: str) -> int:
     """Bytes of the data files under a table location (what a full scan reads)."""
-    path = location
-    if path.startswith("file:"):
-        path = "/" + path.removeprefix("file:").lstrip("/")
-        filesystem: pafs.FileSystem = pafs.LocalFileSystem()
-    else:
-        lake = settings.lake
-        filesystem = pafs.S3FileSystem(
-            endpoint_override=lake.s3_endpoint_url,
-            region=lake.s3_region or "us-east-1",
-            access_key=lake.s3_access_key_id,
-            secret_key=lake.s3_secret_access_key,
-        )
-        path = path.split("://", 1)[1]
     try:
+        filesystem, path = arrow_filesystem(location, S3Options.from_settings(settings))
         infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
-    except (OSError, FileNotFoundError):
+    except (OSError, ValueError):
         raise ResourceNotFound(f"the table's location {location} cannot be read") from None
     return sum(
         i.size or 0

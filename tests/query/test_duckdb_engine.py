@@ -20,9 +20,10 @@ from lakeward.errors import QueryCancelled, QueryFailed
 from lakeward.metastore.client import Column
 from lakeward.query.engines import duckdb as duckdb_engine
 from lakeward.query.engines.base import EngineResult, Limits, ResolvedTable
-from lakeward.query.engines.duckdb import DuckDbEngine, S3Options
+from lakeward.query.engines.duckdb import DuckDbEngine
 from lakeward.query.model import TableRef
 from lakeward.query.types import athena_type, athena_type_of_duckdb
+from lakeward.storage.arrow import S3Options
 
 CATALOG = "awsdatacatalog"
 COLUMNS = [Column("id", "bigint"), Column("name", "string"), Column("score", "decimal(10,2)")]

@@ -17,8 +17,9 @@ from lakeward.access.arns import s3_arn, workgroup_arn
 from lakeward.access.sessions import Session
 from lakeward.errors import InvalidRequest
 from lakeward.http.console.base import PREFIX, Console, NavItem, redirect, signed_in
+from lakeward.query.metadata import DEFAULT_WORKGROUP, MAX_QUERY_LENGTH
 from lakeward.query.model import QueryExecution, StatementType
-from lakeward.query.service import DEFAULT_WORKGROUP, MAX_QUERY_LENGTH, QueryService
+from lakeward.query.service import QueryService
 
 NAV = NavItem(
     "query",

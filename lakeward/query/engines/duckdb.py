@@ -41,6 +41,7 @@ from lakeward.query.engines.scanned import DataFile, Source, bytes_scanned, duck
 from lakeward.query.model import TableRef
 from lakeward.query.types import arrow_type_of_hive, athena_type_of_duckdb, duckdb_type_of_hive
 from lakeward.query.types import quote_identifier as quote
+from lakeward.storage.arrow import S3_SCHEMES, S3Options, arrow_filesystem
 
 if TYPE_CHECKING:
     from lakeward.config import Settings
@@ -50,32 +51,6 @@ PLAN_COLUMN = "Query Plan"  # what Athena calls EXPLAIN's one column
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(ANALYZE\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
 _REINTERRUPT_SECONDS, _REINTERRUPTS = 0.25, 40
-
-
-@dataclass(frozen=True)
-class S3Options:
-    """Where S3 tables are read from: the lake's endpoint and credentials."""
-
-    endpoint_url: str | None = None
-    region: str | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> S3Options:
-        lake = settings.lake
-        return cls(
-            lake.s3_endpoint_url, lake.s3_region, lake.s3_access_key_id, lake.s3_secret_access_key
-        )
-
-    def filesystem(self) -> pafs.S3FileSystem:
-        options: dict[str, Any] = {"region": self.region or "us-east-1"}
-        if self.endpoint_url:
-            parts = urlsplit(self.endpoint_url)
-            options.update(endpoint_override=parts.netloc, scheme=parts.scheme or "https")
-        if self.access_key_id:
-            options.update(access_key=self.access_key_id, secret_key=self.secret_access_key)
-        return pafs.S3FileSystem(**options)
 
 
 @dataclass
@@ -235,11 +210,11 @@ class DuckDbEngine(Engine):
         keys = [k.name for k in table.partition_keys]
         try:
             if parts.scheme in ("", "file"):
-                root = os.path.realpath(unquote(parts.path))
-                return Source(table, _list_files(pafs.LocalFileSystem(), root, keys), root)
-            if parts.scheme in ("s3", "s3a", "s3n"):
-                filesystem = (self.s3 or S3Options()).filesystem()
-                root = f"{parts.netloc}/{unquote(parts.path).strip('/')}".rstrip("/")
+                filesystem, root = arrow_filesystem(table.location)
+                root = os.path.realpath(root)
+                return Source(table, _list_files(filesystem, root, keys), root)
+            if parts.scheme in S3_SCHEMES:
+                filesystem, root = arrow_filesystem(table.location, self.s3)
                 files = _list_files(filesystem, root, keys)
                 return Source(table, files, dataset=_dataset(filesystem, root, files, table))
         except (OSError, pa.ArrowException) as exc:

@@ -1,0 +1,197 @@
+"""The SQL service's metadata: catalogs, databases, tables, workgroups, named queries.
+
+SHOW and DESCRIBE statements are answered here too, from the catalogs.
+``QueryService`` (service.py) runs query executions and inherits these; both work
+on the same state (the service's store, the catalogs and the access check).
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import uuid
+
+import pyarrow as pa
+
+from lakeward.access import Authorizer
+from lakeward.access.arns import catalog_arn, workgroup_arn
+from lakeward.config import Settings
+from lakeward.errors import InvalidRequest
+from lakeward.metastore.client import TableInfo
+from lakeward.query.catalogs import Catalogs, matches
+from lakeward.query.engines.base import EngineResult
+from lakeward.query.model import ColumnInfo, DataCatalog, NamedQuery, TableRef, WorkGroup
+from lakeward.query.sql import Statement
+from lakeward.query.store import Store
+
+DEFAULT_CATALOG = "demo_hive_metastore"
+DEFAULT_WORKGROUP = "primary"
+MAX_QUERY_LENGTH = 262_144
+
+
+class MetadataOperations:
+    """What ``QueryService`` answers without running a query."""
+
+    settings: Settings
+    access: Authorizer
+    store: Store
+    catalogs: Catalogs
+    _lock: threading.Lock
+    _slots: dict[str, threading.Semaphore]
+
+    def list_data_catalogs(self) -> list[DataCatalog]:
+        return [
+            c for c in self.catalogs.all()
+            if self.access.allowed("athena:GetDataCatalog", catalog_arn(c.name))
+        ]  # fmt: skip
+
+    def get_data_catalog(self, name: str) -> DataCatalog:
+        self.access.authorize("athena:GetDataCatalog", catalog_arn(name))
+        return self.catalogs.get(name)
+
+    def create_data_catalog(self, catalog: DataCatalog) -> None:
+        self.access.authorize("athena:CreateDataCatalog", catalog_arn(catalog.name))
+        self.catalogs.create(catalog)
+
+    def delete_data_catalog(self, name: str) -> None:
+        self.access.authorize("athena:DeleteDataCatalog", catalog_arn(name))
+        self.catalogs.delete(name)
+
+    def list_databases(self, catalog: str) -> list[str]:
+        if not self.access.allowed("lakeward:UseCatalog", catalog_arn(catalog)):
+            return []  # a catalog one may not use shows nothing, as if empty
+        return self.catalogs.connector(catalog).databases()
+
+    def get_database(self, catalog: str, database: str) -> str:
+        self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
+        self.catalogs.connector(catalog).require_database(database)
+        return database
+
+    def list_table_metadata(
+        self, catalog: str, database: str, expression: str | None = None
+    ) -> list[TableInfo]:
+        if not self.access.allowed("lakeward:UseCatalog", catalog_arn(catalog)):
+            return []
+        connector = self.catalogs.connector(catalog)
+        names = [n for n in connector.tables(database) if matches(expression, n)]
+        return [connector.table(database, n) for n in sorted(names)]
+
+    def get_table_metadata(self, catalog: str, database: str, table: str) -> TableInfo:
+        self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
+        return self.catalogs.connector(catalog).table(database, table)
+
+    # -- workgroups and named queries ---------------------------------------
+
+    def list_work_groups(self) -> list[WorkGroup]:
+        return [
+            g for g in self.store.workgroups()
+            if self.access.allowed("athena:GetWorkGroup", workgroup_arn(g.name))
+        ]  # fmt: skip
+
+    def get_work_group(self, name: str) -> WorkGroup:
+        self.access.authorize("athena:GetWorkGroup", workgroup_arn(name))
+        return self._work_group(name)
+
+    def _work_group(self, name: str) -> WorkGroup:
+        for group in self.store.workgroups():
+            if group.name == name:
+                return group
+        raise InvalidRequest(f"WorkGroup {name} is not found.")
+
+    def put_work_group(self, group: WorkGroup) -> None:
+        if group.engine not in ("duckdb", "spark"):
+            raise InvalidRequest(f"workgroup {group.name}: engine must be duckdb or spark")
+        self.store.put_workgroup(group)
+        with self._lock:
+            self._slots.pop(group.name, None)
+
+    def create_named_query(
+        self,
+        name: str,
+        database: str,
+        query: str,
+        workgroup: str | None = None,
+        description: str = "",
+        client_request_token: str | None = None,
+    ) -> str:
+        if len(query) > MAX_QUERY_LENGTH:
+            raise InvalidRequest(f"QueryString is longer than {MAX_QUERY_LENGTH} characters")
+        group = self._work_group(workgroup or DEFAULT_WORKGROUP)
+        self.access.authorize("athena:CreateNamedQuery", workgroup_arn(group.name))
+        named = NamedQuery(str(uuid.uuid4()), name, database, query, group.name, description)
+        return self.store.add_named_query(named, client_request_token)
+
+    def get_named_query(self, named_query_id: str) -> NamedQuery:
+        named = self.store.named_query(named_query_id)
+        if named is None:
+            raise InvalidRequest(f"NamedQuery {named_query_id} was not found")
+        self.access.authorize("athena:GetNamedQuery", workgroup_arn(named.workgroup))
+        return named
+
+    def list_named_queries(
+        self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
+    ) -> tuple[list[str], str | None]:
+        self.access.authorize(
+            "athena:ListNamedQueries", workgroup_arn(workgroup or DEFAULT_WORKGROUP)
+        )
+        offset = offset_of(next_token)
+        ids = self.store.named_query_ids(workgroup, offset, max_results + 1)
+        return ids[:max_results], next_token_at(offset + max_results) if len(
+            ids
+        ) > max_results else None
+
+    def metadata_result(self, statement: Statement) -> EngineResult:
+        """SHOW and DESCRIBE answer from the catalogs, without an engine."""
+        if statement.kind == "show_catalogs":
+            rows, name = [c.name for c in self.catalogs.all()], "catalog"
+            return _one_column(name, sorted(r for r in rows if matches(statement.like, r)))
+        if statement.kind == "show_databases":
+            names = self.list_databases(statement.catalog or DEFAULT_CATALOG)
+            return _one_column("database_name", [n for n in names if _like(statement.like, n)])
+        if statement.kind == "show_tables":
+            connector = self.catalogs.connector(statement.catalog or DEFAULT_CATALOG)
+            names = connector.tables(statement.database or "default")
+            return _one_column("tab_name", sorted(n for n in names if _like(statement.like, n)))
+        assert statement.table is not None
+        info = self.get_table_metadata(*_parts(statement.table))
+        if statement.kind == "show_columns":
+            return _one_column("field", [c.name for c in [*info.columns, *info.partition_keys]])
+        lines = [f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.columns]
+        if info.partition_keys:
+            lines += ["", "# Partition Information", "# col_name\tdata_type\tcomment", ""]
+            lines += [
+                f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.partition_keys
+            ]
+        return _one_column("col_name", lines)
+
+
+def next_token_at(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+
+
+def offset_of(token: str | None) -> int:
+    if not token:
+        return 0
+    try:
+        kind, _, value = base64.urlsafe_b64decode(token.encode()).decode().partition(":")
+        if kind != "o":
+            raise ValueError(kind)
+        return int(value)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest("NextToken is not valid") from None
+
+
+def _like(pattern: str | None, name: str) -> bool:
+    """Trino's LIKE: % any characters, _ one character."""
+    if not pattern:
+        return True
+    return matches(pattern.replace("%", "*").replace("_", "?"), name)
+
+
+def _parts(ref: TableRef) -> tuple[str, str, str]:
+    return ref.catalog, ref.database, ref.table
+
+
+def _one_column(name: str, values: list[str]) -> EngineResult:
+    table = pa.table({name: pa.array(values, pa.string())})
+    return EngineResult([ColumnInfo(name=name, type="varchar")], iter(table.to_batches()))
