@@ -1,0 +1,153 @@
+"""The SQL service's records renamed into Athena's response shapes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TypeVar
+
+from lakeward.errors import (
+    InvalidRequest,
+)
+from lakeward.metastore.client import Column, TableInfo
+from lakeward.query.model import (
+    ColumnInfo,
+    DataCatalog,
+    JsonDict,
+    NamedQuery,
+    QueryExecution,
+    ResultPage,
+    WorkGroup,
+)
+
+T = TypeVar("T")
+
+
+def compact(fields: JsonDict) -> JsonDict:
+    """Leave out absent members, as Athena does, rather than sending nulls."""
+    return {key: value for key, value in fields.items() if value is not None and value != ""}
+
+
+def epoch(when: datetime | None) -> float | None:
+    """botocore's JSON protocol reads timestamps as epoch seconds; records are UTC."""
+    if when is None:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def engine(engine: str) -> JsonDict:
+    return {"SelectedEngineVersion": engine, "EffectiveEngineVersion": engine}
+
+
+def query_execution(q: QueryExecution) -> JsonDict:
+    s, failed = q.statistics, q.state == "FAILED" and q.state_change_reason
+    status = {
+        "State": q.state.value,
+        "StateChangeReason": q.state_change_reason,
+        "SubmissionDateTime": epoch(q.submitted),
+        "CompletionDateTime": epoch(q.completed),
+        "AthenaError": {"ErrorMessage": q.state_change_reason} if failed else None,
+    }
+    statistics = {
+        "EngineExecutionTimeInMillis": s.engine_execution_ms,
+        "DataScannedInBytes": s.data_scanned_bytes,
+        "TotalExecutionTimeInMillis": s.total_execution_ms,
+        "QueryQueueTimeInMillis": s.queue_ms,
+        "QueryPlanningTimeInMillis": s.planning_ms,
+        "ServiceProcessingTimeInMillis": s.service_processing_ms,
+        "ResultReuseInformation": {"ReusedPreviousResult": s.result_reused},
+    }
+    return {
+        "QueryExecutionId": q.id,
+        "Query": q.query,
+        "StatementType": q.statement_type.value,
+        "ResultConfiguration": {"OutputLocation": q.output_location},
+        "QueryExecutionContext": compact({"Catalog": q.catalog, "Database": q.database}),
+        "Status": compact(status),
+        "Statistics": statistics,
+        "WorkGroup": q.workgroup,
+        "EngineVersion": engine(q.engine),
+    }
+
+
+def column_info(c: ColumnInfo) -> JsonDict:
+    return {
+        "CatalogName": c.catalog,
+        "SchemaName": c.schema,
+        "TableName": c.table,
+        "Name": c.name,
+        "Label": c.name,
+        "Type": c.type,
+        "Precision": c.precision,
+        "Scale": c.scale,
+        "Nullable": c.nullable,
+        "CaseSensitive": c.case_sensitive,
+    }
+
+
+def result_set(page: ResultPage) -> JsonDict:
+    # NULL is a Datum without VarCharValue; an empty string is VarCharValue "".
+    rows = [{"Data": [{} if v is None else {"VarCharValue": v} for v in r]} for r in page.rows]
+    return {
+        "Rows": rows,
+        "ResultSetMetadata": {"ColumnInfo": list(map(column_info, page.columns))},
+    }
+
+
+def catalog(c: DataCatalog) -> JsonDict:
+    fields = {"Name": c.name, "Type": c.type, "Description": c.description}
+    return compact(fields | {"Parameters": c.parameters})
+
+
+def column(c: Column) -> JsonDict:
+    return compact({"Name": c.name, "Type": c.type, "Comment": c.comment})
+
+
+def table(t: TableInfo) -> JsonDict:
+    # Athena lists the storage descriptor among the parameters; PyAthena reads it there.
+    storage = {"location": t.location, "inputformat": t.input_format}
+    storage["serde.serialization.lib"] = t.serde
+    return {
+        "Name": t.name,
+        "TableType": t.table_type,
+        "Columns": list(map(column, t.columns)),
+        "PartitionKeys": list(map(column, t.partition_keys)),
+        "Parameters": t.parameters | compact(storage),
+    }
+
+
+def work_group_summary(w: WorkGroup) -> JsonDict:
+    fields = {"Name": w.name, "State": w.state, "Description": w.description}
+    return compact(fields | {"CreationTime": epoch(w.created)})
+
+
+def work_group(w: WorkGroup) -> JsonDict:
+    output = {"OutputLocation": w.output_location} if w.output_location else None
+    configuration = {
+        "ResultConfiguration": output,
+        "EnforceWorkGroupConfiguration": w.enforce_configuration,
+        "BytesScannedCutoffPerQuery": w.bytes_scanned_cutoff,
+        "PublishCloudWatchMetricsEnabled": False,
+        "RequesterPaysEnabled": False,
+        "EngineVersion": engine(w.engine),
+    }
+    return work_group_summary(w) | {"Configuration": compact(configuration)}
+
+
+def named_query(n: NamedQuery) -> JsonDict:
+    fields = {"Name": n.name, "Description": n.description, "Database": n.database}
+    fields |= {"QueryString": n.query, "NamedQueryId": n.id, "WorkGroup": n.workgroup}
+    return compact(fields)
+
+
+def page(items: list[T], r: JsonDict, default: int = 50) -> tuple[list[T], JsonDict]:
+    """A page of a list the service returns whole; the token is the next offset."""
+    token = r.get("NextToken", "0")
+    if not token.isdigit():
+        raise InvalidRequest(f"The NextToken {token!r} is not valid.")
+    start = int(token)
+    end = start + (r.get("MaxResults") or default)
+    return items[start:end], ({"NextToken": str(end)} if end < len(items) else {})
+
+
+def next(token: str | None) -> JsonDict:
+    return {"NextToken": token} if token else {}
