@@ -10,8 +10,9 @@ Layout:
 * ``demo``     -- ``lakeward demo-data gdpr``, a generated multi-user lake;
 * ``realtime`` -- keeping the index current from storage events, a watcher and webhooks;
 * ``batch``    -- building the index over an existing lake on Spark;
-* ``requests``, ``workflow``, ``report``, ``approval`` -- erasure requests, from the report
-  through the emailed approval to the purge, verification and certificate;
+* ``requests``, ``workflow``, ``worker``, ``report``, ``approval`` -- erasure requests
+  (``workflow``: what users call; ``worker``: the steps), from the report through the
+  emailed approval to the purge, verification and certificate; ``shapes``: their JSON;
 * ``executors`` -- the purge, one executor per format and storage layer; ``vacuum``.
 """
 

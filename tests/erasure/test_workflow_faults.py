@@ -15,7 +15,7 @@ import pytest
 from lakeward.access import current_principal
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
-from lakeward.erasure import report, workflow
+from lakeward.erasure import report, worker
 from lakeward.erasure.approval import APPROVE, LinkSigner
 from lakeward.erasure.requests import (
     APPROVED,
@@ -142,7 +142,7 @@ def test_stop_during_purge_reports_what_was_purged(
     one_at_a_time = settings.model_copy(update={"erasure": settings.erasure.model_copy(
         update={"purge_workers": 1}
     )})  # fmt: skip
-    monkeypatch.setattr(workflow, "FLUSH_EVERY", 1)  # progress recorded after each target
+    monkeypatch.setattr(worker, "FLUSH_EVERY", 1)  # progress recorded after each target
     flow = ErasureWorkflow(one_at_a_time)
     current = awaiting(flow, users[4:6])
     flow.approve(current.id, "test")
