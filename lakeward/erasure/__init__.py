@@ -9,7 +9,7 @@ Layout:
 * ``service``  -- ``ErasureIndexService``, the core the CLI, HTTP and events call;
 * ``demo``     -- ``lakeward demo-data gdpr``, a generated multi-user lake;
 * ``realtime`` -- keeping the index current from storage events, a watcher and webhooks;
-* ``batch``    -- building the index over an existing lake on Spark;
+* ``batch``    -- building the index over an existing lake on Spark (``batch_rows``: the job);
 * ``requests``, ``workflow``, ``worker``, ``report``, ``approval`` -- erasure requests
   (``workflow``: what users call; ``worker``: the steps), from the report through the
   emailed approval to the purge, verification and certificate; ``shapes``: their JSON;

@@ -42,19 +42,20 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from lakeward.erasure.batch_rows import NOT_JSON, record_rows
 from lakeward.erasure.index.store import IndexedObject
-from lakeward.erasure.indexers import id_path, index_bytes, read_object
-from lakeward.erasure.mappers import COMPOSITE_SEPARATOR, DatasetMapper
+from lakeward.erasure.indexers import index_bytes, read_object
+from lakeward.erasure.mappers import DatasetMapper
 from lakeward.erasure.service import BUILD_INDEX_ACTION, INDEX_ARN
 from lakeward.errors import ObjectKeptChanging, ObjectNotFound, Unparseable
 from lakeward.progress import Progress
 from lakeward.storage.paths import hadoop_uri
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from lakeward.erasure.service import ErasureIndexService
     from lakeward.storage import ObjectInfo
@@ -64,8 +65,6 @@ LOAD_BATCH_ENTRIES = 50_000
 """Entries per bulk-load transaction: big enough for COPY to pay off, small enough to resume."""
 _GLOB = str.maketrans({c: f"\\{c}" for c in "\\{}[]*?"})
 _HEADER_BYTES = 64 * 1024
-# Row kinds the Spark job keeps (blank lines and placeholders are dropped there).
-RECORD, NOT_JSON = 1, 2
 
 
 @dataclass
@@ -250,7 +249,7 @@ class BatchIndexBuild:
         spark.conf.set("spark.sql.files.ignoreMissingFiles", "true")
         try:
             groups = self._groups(mapper, targets, leftovers, report)
-            frames = [self._rows(mapper, paths, header) for header, paths in groups]
+            frames = [record_rows(spark, mapper, paths, header) for header, paths in groups]
             if frames:
                 rows = frames[0]
                 for frame in frames[1:]:
@@ -303,56 +302,6 @@ class BatchIndexBuild:
         first = next(csv.reader(io.StringIO(text, newline="")), None)
         complete = "\n" in text or len(head) < _HEADER_BYTES
         return tuple(first) if first and complete else None
-
-    def _rows(self, mapper: DatasetMapper, paths: list[str], header: tuple[str, ...]) -> DataFrame:
-        """(file_path, position, user_id, kind) of every record of the objects at ``paths``."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StringType, StructField, StructType
-
-        reader = self.spark.read
-        if mapper.format == "jsonl":
-            frame = reader.option("lineSep", "\n").text(paths)
-        elif mapper.format == "csv":
-            schema = StructType([StructField(name, StringType()) for name in header])
-            frame = (
-                reader.schema(schema)
-                .options(header=True, multiLine=True, escape='"', mode="PERMISSIVE")
-                .csv(paths)
-            )
-        else:
-            frame = reader.parquet(*paths)
-        frame = frame.select(
-            "*",
-            F.col("_metadata.file_path").alias("file_path"),
-            (
-                F.col("_metadata.row_index")
-                if mapper.format == "parquet"
-                else F.col("_metadata.file_block_start")
-            ).alias("_block"),
-            F.monotonically_increasing_id().alias("_seq"),
-        )
-        if mapper.format == "parquet":
-            position = F.col("_block")  # the row index itself
-        else:
-            # Numbered before anything is dropped: a blank line keeps its number.
-            position = F.row_number().over(
-                Window.partitionBy("file_path").orderBy("_block", "_seq")
-            )
-        frame = frame.withColumn("position", position)
-        if mapper.format == "jsonl":
-            classified = _json_lines_udf(mapper.id_columns)(F.col("value"))
-            frame = frame.select(
-                "file_path", "position",
-                classified.getField("user_id").alias("user_id"),
-                classified.getField("kind").alias("kind"),
-            ).where(F.col("kind") > 0)  # fmt: skip
-        else:
-            frame = frame.select(
-                "file_path", "position",
-                _id_column(mapper, frame).alias("user_id"), F.lit(RECORD).alias("kind"),
-            )  # fmt: skip
-        return frame
 
     def _load_staging(
         self, mapper: DatasetMapper, staging: Path, by_path: dict[str, _Target], report: BuildReport
@@ -416,68 +365,6 @@ def _objects_in(
                 else:
                     out.entries.append((user, positions[i]))
             yield canonical, out, bad
-
-
-def _id_column(mapper: DatasetMapper, frame: DataFrame) -> Column:
-    """The user id of a CSV or Parquet row, as the indexer reads it (None: no id)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegralType, StringType, StructType
-
-    parts = []
-    for spec in mapper.id_columns:
-        path = id_path(spec) if mapper.format == "parquet" else (spec.removeprefix("$."),)
-        column = F.col(f"`{path[0]}`")
-        data_type: Any = frame.schema[path[0]].dataType
-        for name in path[1:]:
-            column = column.getField(name)
-            data_type = data_type[name].dataType if isinstance(data_type, StructType) else None
-        if isinstance(data_type, StringType):
-            parts.append(F.when(column != "", column))
-        elif isinstance(data_type, IntegralType):
-            parts.append(column.cast("string"))
-        else:
-            parts.append(F.lit(None).cast("string"))  # the indexer takes no other type as an id
-    if len(parts) == 1:
-        return parts[0]
-    missing = parts[0].isNull()
-    for part in parts[1:]:
-        missing = missing | part.isNull()
-    return F.when(~missing, F.concat_ws(COMPOSITE_SEPARATOR, *parts))
-
-
-def _json_lines_udf(id_columns: tuple[str, ...]) -> Any:
-    """A vectorised UDF: line -> (kind, user id), with the indexer's own JSON id getter."""
-    import pandas as pd  # type: ignore[import-untyped]
-    from pyspark.sql.pandas.functions import pandas_udf
-
-    def classify(lines: pd.Series) -> pd.DataFrame:
-        import json
-
-        from lakeward.erasure.indexers import _json_getter
-
-        get_id = _json_getter(id_columns)
-        kinds: list[int] = []
-        users: list[str | None] = []
-        for line in lines:
-            # bytes.strip()'s whitespace, as the indexer tests lines for blankness.
-            if line is None or not line.strip(" \t\n\r\x0b\x0c"):
-                kinds.append(0)
-                users.append(None)
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                kinds.append(NOT_JSON)
-                users.append(None)
-                continue
-            kinds.append(0 if record == {} else RECORD)
-            users.append(None if record == {} else get_id(record))
-        return pd.DataFrame({"kind": kinds, "user_id": users})
-
-    # Spark reads the UDF's kind from its annotations, which this module's
-    # ``from __future__ import annotations`` turned into strings.
-    classify.__annotations__ = {"lines": pd.Series, "return": pd.DataFrame}
-    return pandas_udf("kind int, user_id string")(classify)  # type: ignore[call-overload]
 
 
 def main(argv: list[str] | None = None) -> None:
