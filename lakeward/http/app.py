@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from lakeward import __version__
@@ -20,15 +21,11 @@ from lakeward.http.bi import bi_router
 from lakeward.http.console import install_console
 from lakeward.http.erasure import erasure_router
 from lakeward.http.erasure_requests import erasure_requests_router
+from lakeward.http.errors import error_response, invalid_request
 from lakeward.http.events import events_router
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query.service import QueryService
-
-
-def error_body(exc: LakewardError) -> dict[str, object]:
-    """The one shape of every error the server returns."""
-    return {"error": {"type": type(exc).__name__, "message": exc.message}}
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -46,7 +43,11 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.exception_handler(LakewardError)
     async def _lakeward_error(_request: Request, exc: LakewardError) -> JSONResponse:
-        return JSONResponse(error_body(exc), status_code=exc.http_status)
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(invalid_request(exc), 422)
 
     @app.get("/health", tags=["stack"])
     def health() -> dict[str, object]:

@@ -19,7 +19,6 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -29,6 +28,7 @@ from lakeward.access.sessions import Sessions
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
 from lakeward.http.console import admin, bi, catalogs, erasure, query, signin
 from lakeward.http.console.base import PREFIX, STATIC, Console, wants_json
+from lakeward.http.errors import error_response, invalid_request
 from lakeward.query.service import QueryService
 
 
@@ -97,6 +97,7 @@ def install_console(
 
     # Console pages answer errors with a page (or a redirect to sign in), the rest as before.
     json_handler = app.exception_handlers.get(LakewardError)
+    json_invalid = app.exception_handlers.get(RequestValidationError)
 
     async def on_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, LakewardError)
@@ -111,7 +112,10 @@ def install_console(
         """A form field the route's own checks refused (too long, missing): a page."""
         assert isinstance(exc, RequestValidationError)
         if not request.url.path.startswith(PREFIX + "/") or wants_json(request):
-            return await request_validation_exception_handler(request, exc)
+            if json_invalid is None:
+                return error_response(invalid_request(exc), 422)
+            response = json_invalid(request, exc)
+            return await response if inspect.isawaitable(response) else response
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'][1:]) or 'form'}: {e['msg']}" for e in exc.errors()
         )

@@ -25,6 +25,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from lakeward.access.control import AccessControl, Identity
 from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, Session, Sessions
 from lakeward.errors import AccessDenied, LakewardError, Unauthenticated
+from lakeward.http.errors import error_body
 from lakeward.http.sessions import SAFE_METHODS, session_dependency
 
 PREFIX = "/console"
@@ -155,7 +156,7 @@ class Console:
             session = self.sessions.verify(request.cookies.get(SESSION_COOKIE))
         if wants_json(request):
             return JSONResponse(
-                {"error": {"type": type(exc).__name__, "message": exc.message}},
+                error_body(exc),
                 status_code=exc.http_status,
                 headers=SECURITY_HEADERS,
             )
