@@ -72,6 +72,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from _common import (  # noqa: E402 - beside this script
+    HEADER,
+    TICK,
+    Summary,
+    machine_busy,
+    say,
+)
+
 # lakeward is imported inside functions only: with --snapshot this process re-executes
 # itself on a snapshot of the code before importing any of it.
 
@@ -99,59 +107,6 @@ OPERATIONS = (("GetWorkGroup", {"WorkGroup": "primary"}), ("ListQueryExecutions"
 MEASURE_HEADER = "x-bench-measure"
 
 
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-# --- statistics -------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0-100), interpolating linearly between ranks."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-@dataclass
-class Summary:
-    n: int
-    p50: float
-    p90: float
-    p99: float
-    mean: float
-    min: float
-    max: float
-
-    @classmethod
-    def of(cls, values: list[float]) -> Summary:
-        if not values:
-            nan = float("nan")
-            return cls(0, nan, nan, nan, nan, nan, nan)
-        return cls(
-            len(values),
-            percentile(values, 50),
-            percentile(values, 90),
-            percentile(values, 99),
-            sum(values) / len(values),
-            min(values),
-            max(values),
-        )
-
-    def cells(self) -> str:
-        return (
-            f"{self.p50:9.1f} {self.p90:9.1f} {self.p99:9.1f} {self.mean:9.1f}"
-            f" {self.min:9.1f} {self.max:10.1f} {self.n:7d}"
-        )
-
-
-HEADER = f"{'p50':>9} {'p90':>9} {'p99':>9} {'mean':>9} {'min':>9} {'max':>10} {'n':>7}"
-
-
 def table(title: str, rows: dict[str, list[float]], width: int = 44) -> dict[str, Summary]:
     say(f"\n{title} (us)")
     say(f"  {'':<{width}} {HEADER}")
@@ -163,16 +118,6 @@ def table(title: str, rows: dict[str, list[float]], width: int = 44) -> dict[str
 
 
 # --- CPU used by this benchmark, its servers and the rest of the machine ------------------
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _machine_busy() -> int:
-    with open("/proc/stat") as handle:
-        user, nice, system, _idle, _iowait, irq, softirq, steal = (
-            int(x) for x in handle.readline().split()[1:9]
-        )
-    return user + nice + system + irq + softirq + steal
 
 
 def _ticks(pid: int) -> int:
@@ -198,14 +143,14 @@ class Load:
 def load_meter(pids: list[int]) -> Iterator[Load]:
     load = Load()
     mine = [os.getpid(), *pids]
-    start, busy, ours = time.monotonic(), _machine_busy(), sum(map(_ticks, mine))
+    start, busy, ours = time.monotonic(), machine_busy(), sum(map(_ticks, mine))
     try:
         yield load
     finally:
         load.wall = time.monotonic() - start
-        ticks = _TICK * max(load.wall, 1e-9)
+        ticks = TICK * max(load.wall, 1e-9)
         load.ours = (sum(map(_ticks, mine)) - ours) / ticks
-        load.others = max(0.0, (_machine_busy() - busy) / ticks - load.ours)
+        load.others = max(0.0, (machine_busy() - busy) / ticks - load.ours)
 
 
 def machine_load(seconds: float = 2.0) -> float:

@@ -62,20 +62,13 @@ from lakeward.erasure.realtime import RealtimeIndexer  # noqa: E402
 from lakeward.erasure.service import ErasureIndexService  # noqa: E402
 from lakeward.storage import load_storage  # noqa: E402
 
+from _common import percentile, say  # noqa: E402 - beside this script
+
 TARGET_RATIO = 100.0
 TARGET_LOOKUP_P50_MS = 5.0
 TARGET_RT_RECORDS_S = 100_000.0
 TARGET_RT_P95_S = 1.0
 BUCKET = "lakeward-data"
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -274,7 +267,7 @@ def lookups(settings: Settings, url: str, users: list[str]) -> dict[str, Any]:
         service.find([user])
         times.append(time.perf_counter() - start)
     service.close()
-    return {"p50_ms": percentile(times, 0.5) * 1e3, "p99_ms": percentile(times, 0.99) * 1e3,
+    return {"p50_ms": percentile(times, 50) * 1e3, "p99_ms": percentile(times, 99) * 1e3,
             "n": len(times)}  # fmt: skip
 
 
@@ -434,8 +427,8 @@ def realtime(
             lags = indexer.lag_samples()[before:]
             paced[rate_name] = {
                 "rate": rate,
-                "lag_p50_s": percentile(lags, 0.5),
-                "lag_p95_s": percentile(lags, 0.95),
+                "lag_p50_s": percentile(lags, 50),
+                "lag_p95_s": percentile(lags, 95),
                 "lag_max_s": max(lags),
             }
         results.update(paced=paced, objects=objects, records_per_object=per_object)

@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from urllib.parse import unquote, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import free_port, say  # noqa: E402 - beside this script
 from _duckdb_etl import VARIANTS, DuckResult, compare_outputs, run_duckdb  # noqa: E402
 from _jhu_synth import make_synthetic  # noqa: E402
 
@@ -60,12 +60,6 @@ TARGET_FULL_WALL = 30.0  # s, real files, including Spark start
 TARGET_RATE = 1_000_000  # output rows/s of the Spark job at 100x
 TARGET_RATIO = 0.5  # Spark rows/s at least half of DuckDB's
 
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-# --- CPU used by the rest of the machine ------------------------------------------------
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -160,13 +154,6 @@ def wait_for_quiet(pids: list[int], limit: float) -> None:
 # --- the stack ------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    """A port the OS picks (ephemeral range): away from the 9083/8950+ other stacks probe."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 ETL_SOURCES = ("lakeward/ingest", "lakeward/spark.py", "lakeward/progress.py")
 
 
@@ -212,10 +199,10 @@ def lakeward_cli(*args: str) -> None:
 
 def start_stack(data_dir: Path, driver_memory: str) -> Settings:
     """A stack of its own: ports pinned in a config file, metastore started, ours checked."""
-    metastore_port = _free_port()
-    server_port = _free_port()
+    metastore_port = free_port()
+    server_port = free_port()
     while server_port == metastore_port:
-        server_port = _free_port()
+        server_port = free_port()
     config = data_dir.parent / "lakeward.toml"
     config.write_text(
         f"[metastore]\nport = {metastore_port}\n\n[server]\nport = {server_port}\n\n"

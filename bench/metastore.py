@@ -48,6 +48,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the scenario and the database fixtures live with the tests
 
+from _common import free_ports, say  # noqa: E402 - beside this script
+
 from lakeward.config import Settings, load_settings  # noqa: E402
 from lakeward.metastore.client import MetastoreClient  # noqa: E402
 from lakeward.metastore.uris import metastore_uris  # noqa: E402
@@ -65,14 +67,10 @@ from tests.metastore.chaos import (  # noqa: E402
     register_covid_table,
     run_chaos,
 )
-from tests.metastore.conftest import free_ports, fresh_database  # noqa: E402
+from tests.metastore.conftest import fresh_database  # noqa: E402
 
 TARGET_FAILOVER_MAX = 1.0  # s, with zero failed operations
 TARGET_CACHED_P50 = 0.0002  # s
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
 
 
 def load() -> str:

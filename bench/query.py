@@ -51,7 +51,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -65,6 +64,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
+
+from _common import (  # noqa: E402 - beside this script
+    TICK,
+    Summary,
+    free_port,
+    machine_busy,
+    ms,
+    other_benchmarks,
+    percentile,
+    say,
+    wait_for_other_benchmarks,
+)
 
 if TYPE_CHECKING:
     from lakeward.config import Settings
@@ -92,73 +103,6 @@ TARGET_QPS = 50.0  # with --clients clients, and no errors
 # A pattern that matches the other benchmark's command line but not the pgrep
 # (or a shell loop) that searches for it.
 OTHER_BENCHMARKS = r"bench/[e]tl\.py"
-
-
-def say(text: str = "") -> None:
-    print(text, flush=True)
-
-
-# --- statistics -------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0-100), interpolating linearly between ranks."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = (len(ordered) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-@dataclass
-class Summary:
-    runs: int
-    p50: float
-    p90: float
-    p99: float
-    mean: float
-    min: float
-    max: float
-
-    @classmethod
-    def of(cls, values: list[float]) -> Summary:
-        if not values:
-            nan = float("nan")
-            return cls(0, nan, nan, nan, nan, nan, nan)
-        return cls(
-            len(values),
-            percentile(values, 50),
-            percentile(values, 90),
-            percentile(values, 99),
-            sum(values) / len(values),
-            min(values),
-            max(values),
-        )
-
-    def line(self) -> str:
-        return (
-            f"p50 {ms(self.p50)}  p90 {ms(self.p90)}  p99 {ms(self.p99)}  mean {ms(self.mean)}"
-            f"  (min {ms(self.min)}, max {ms(self.max)}, {self.runs} runs)"
-        )
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms"
-
-
-# --- CPU used by the benchmark, the stack and the rest of the machine --------------------
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _machine_busy() -> int:
-    with open("/proc/stat") as handle:
-        user, nice, system, _idle, _iowait, irq, softirq, steal = (
-            int(x) for x in handle.readline().split()[1:9]
-        )
-    return user + nice + system + irq + softirq + steal
 
 
 def _process_table() -> dict[int, tuple[int, int]]:
@@ -202,40 +146,22 @@ class CpuUse:
 def cpu_meter(groups: dict[str, list[int]]) -> Iterator[CpuUse]:
     """CPU use of each group of process trees, and of everything else, during the block."""
     use = CpuUse()
-    busy0, table0 = _machine_busy(), _process_table()
+    busy0, table0 = machine_busy(), _process_table()
     before = {name: _tree_ticks(table0, pids) for name, pids in groups.items()}
     clock = time.perf_counter()
     yield use
     use.wall = time.perf_counter() - clock
-    busy1, table1 = _machine_busy(), _process_table()
+    busy1, table1 = machine_busy(), _process_table()
     ours = 0.0
     for name, pids in groups.items():
         after = _tree_ticks(table1, pids)
-        ticks = sum(t - before[name].get(pid, 0) for pid, t in after.items()) / _TICK
+        ticks = sum(t - before[name].get(pid, 0) for pid, t in after.items()) / TICK
         use.cores[name] = ticks / use.wall
         ours += ticks
-    use.cores["rest of machine"] = max((busy1 - busy0) / _TICK - ours, 0.0) / use.wall
+    use.cores["rest of machine"] = max((busy1 - busy0) / TICK - ours, 0.0) / use.wall
 
 
 # --- other benchmarks -------------------------------------------------------------------
-
-
-def other_benchmarks() -> list[str]:
-    found = subprocess.run(
-        ["pgrep", "-af", OTHER_BENCHMARKS], capture_output=True, text=True, check=False
-    )
-    return [line for line in found.stdout.splitlines() if line.strip()]
-
-
-def wait_for_other_benchmarks(limit: float, interval: float = 30.0) -> None:
-    clock = time.monotonic()
-    while running := other_benchmarks():
-        waited = time.monotonic() - clock
-        if waited >= limit:
-            say(f"another benchmark still runs after {waited:.0f} s; giving up: {running}")
-            sys.exit(2)
-        say(f"waiting for another benchmark to finish ({waited:.0f} s so far): {running[0]}")
-        time.sleep(interval)
 
 
 QUIET_CORES = 0.3  # the rest of the machine counts as quiet below this
@@ -250,7 +176,7 @@ def wait_for_quiet(groups: dict[str, list[int]], limit: float) -> float:
             time.sleep(3)
         rest = use.cores["rest of machine"]
         waited = time.monotonic() - clock
-        quiet = rest < QUIET_CORES and not other_benchmarks()
+        quiet = rest < QUIET_CORES and not other_benchmarks(OTHER_BENCHMARKS)
         if quiet:
             if waited > 4:
                 say(f"  (waited {waited:.0f} s for the rest of the machine to quiet down)")
@@ -264,17 +190,6 @@ def wait_for_quiet(groups: dict[str, list[int]], limit: float) -> float:
 
 
 # --- the stack --------------------------------------------------------------------------
-
-
-def _free_port(taken: set[int]) -> int:
-    """A port the OS picks (ephemeral range): away from the 9083/8950+ other stacks probe."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
-        if port not in taken:
-            taken.add(port)
-            return port
 
 
 def lakeward_command(*args: str, env: dict[str, str] | None = None, log: Path) -> float:
@@ -325,8 +240,8 @@ def bring_up(source: str, work: Path) -> StackUnderTest:
     data_dir = work / "stack"
     taken: set[int] = set()
     env = dict(os.environ)
-    env["LAKEWARD_METASTORE__PORT"] = str(_free_port(taken))
-    env["LAKEWARD_SERVER__PORT"] = str(_free_port(taken))
+    env["LAKEWARD_METASTORE__PORT"] = str(free_port(taken))
+    env["LAKEWARD_SERVER__PORT"] = str(free_port(taken))
     log = work / "lakeward.log"
     say(f"lakeward up --data-dir {data_dir} --covid-source {source} (log: {log})")
     wall = lakeward_command(
@@ -1109,7 +1024,7 @@ def report(
     ]
 
     def row(name: str, s: Summary) -> str:
-        return f"| {name} | {s.runs} | {ms(s.p50)} | {ms(s.p90)} | {ms(s.p99)} | {ms(s.mean)} |"
+        return f"| {name} | {s.n} | {ms(s.p50)} | {ms(s.p90)} | {ms(s.p99)} | {ms(s.mean)} |"
 
     lines.append(row("API (boto3), DuckDB workgroup, end to end", api.latency))
     lines.append(row("- start to SUCCEEDED seen", api.to_done))
@@ -1266,7 +1181,7 @@ def main(argv: list[str] | None = None) -> int:
 
     say(f"machine: {machine()}")
     say(f"lakeward: {lakeward_version()}")
-    wait_for_other_benchmarks(args.wait_limit)
+    wait_for_other_benchmarks(OTHER_BENCHMARKS, args.wait_limit)
     work = Path(tempfile.mkdtemp(prefix="lakeward-bench-query-"))
     stack: StackUnderTest | None = None
     figures: dict[str, Any] = {"machine": machine(), "lakeward": lakeward_version()}
@@ -1303,7 +1218,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  {CpuUse(cores=floors[0].cpu)}")
         expected = floors[0].rows
 
-        say(f"\n== 3. API (boto3), primary (DuckDB) workgroup, {args.runs} runs")
+        say(f"\n== 3. API (boto3), primary (DuckDB) workgroup, {args.n} runs")
         say(f"  poll every {args.poll_ms:g} ms, result reuse off")
         quiet()
         api = measure_api("API", client, None, args.runs, args.warmup, poll, groups, expected)
@@ -1363,7 +1278,7 @@ def main(argv: list[str] | None = None) -> int:
                 spark = f"failed: {exc}"
                 say(f"  {spark}")
 
-        if other_benchmarks():
+        if other_benchmarks(OTHER_BENCHMARKS):
             say("\nWARNING: another benchmark started during this run; the figures are skewed")
         say("\n== comparison")
         table = report(api, raw, floors, concurrency, spark)
