@@ -53,6 +53,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from _common import percentile, say  # noqa: E402 - beside this script
+
 from lakeward.config import ErasureSettings, Settings  # noqa: E402
 from lakeward.erasure.batch import BatchIndexBuild  # noqa: E402
 from lakeward.erasure.index.store import IndexStore  # noqa: E402
@@ -61,8 +63,6 @@ from lakeward.erasure.mappers import DatasetMapper  # noqa: E402
 from lakeward.erasure.realtime import RealtimeIndexer  # noqa: E402
 from lakeward.erasure.service import ErasureIndexService  # noqa: E402
 from lakeward.storage import load_storage  # noqa: E402
-
-from _common import percentile, say  # noqa: E402 - beside this script
 
 TARGET_RATIO = 100.0
 TARGET_LOOKUP_P50_MS = 5.0
