@@ -96,6 +96,21 @@ def machine_busy() -> int:
     return user + nice + system + irq + softirq + steal
 
 
+def process_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, user+system jiffies) of every process."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                rest = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        table[int(entry)] = (int(rest[1]), int(rest[11]) + int(rest[12]))
+    return table
+
+
 def other_benchmarks(pattern: str) -> list[str]:
     """Command lines of running processes that match ``pattern`` (``pgrep -af``)."""
     found = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True, check=False)

@@ -42,7 +42,7 @@ from urllib.parse import unquote, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import free_port, say  # noqa: E402 - beside this script
+from _common import free_port, process_table, say  # noqa: E402 - beside this script
 from _duckdb_etl import VARIANTS, DuckResult, compare_outputs, run_duckdb  # noqa: E402
 from _jhu_synth import make_synthetic  # noqa: E402
 
@@ -72,24 +72,9 @@ def _machine_ticks() -> tuple[int, int]:
     return user + nice + system + irq + softirq + steal, sum(fields)
 
 
-def _process_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, user+system jiffies) of every process."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                rest = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        table[int(entry)] = (int(rest[1]), int(rest[11]) + int(rest[12]))
-    return table
-
-
 def _our_ticks(extra: list[int]) -> dict[int, int]:
     """CPU jiffies of this process, its descendants (the Spark JVM) and ``extra`` pids."""
-    table = _process_table()
+    table = process_table()
     ours = {os.getpid(), *extra}
     changed = True
     while changed:

@@ -73,6 +73,7 @@ from _common import (  # noqa: E402 - beside this script
     ms,
     other_benchmarks,
     percentile,
+    process_table,
     say,
     wait_for_other_benchmarks,
 )
@@ -105,21 +106,6 @@ TARGET_QPS = 50.0  # with --clients clients, and no errors
 OTHER_BENCHMARKS = r"bench/[e]tl\.py"
 
 
-def _process_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, user+system jiffies) of every process."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                rest = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        table[int(entry)] = (int(rest[1]), int(rest[11]) + int(rest[12]))
-    return table
-
-
 def _tree_ticks(table: dict[int, tuple[int, int]], roots: list[int]) -> dict[int, int]:
     """Jiffies of ``roots`` and all their descendants."""
     members = {r for r in roots if r in table}
@@ -146,12 +132,12 @@ class CpuUse:
 def cpu_meter(groups: dict[str, list[int]]) -> Iterator[CpuUse]:
     """CPU use of each group of process trees, and of everything else, during the block."""
     use = CpuUse()
-    busy0, table0 = machine_busy(), _process_table()
+    busy0, table0 = machine_busy(), process_table()
     before = {name: _tree_ticks(table0, pids) for name, pids in groups.items()}
     clock = time.perf_counter()
     yield use
     use.wall = time.perf_counter() - clock
-    busy1, table1 = machine_busy(), _process_table()
+    busy1, table1 = machine_busy(), process_table()
     ours = 0.0
     for name, pids in groups.items():
         after = _tree_ticks(table1, pids)
