@@ -1,19 +1,4 @@
-"""Erasure requests, their transitions and per-target progress, in the index database.
-
-Tables (prefixed ``erasure_``, migrated under their own component so they
-share the index's database, SQLite or PostgreSQL):
-
-* ``erasure_requests`` -- one row per request: state, user ids, who asked,
-  the report's digest, approval and notification bookkeeping;
-* ``erasure_transitions`` -- every state change, with who made it and why;
-* ``erasure_targets`` -- the places a request purges, each with its status and
-  the executor's outcome, so that a restarted worker resumes where it stopped;
-* ``erasure_link_uses`` -- approval links already used (single use);
-* ``erasure_leases`` -- which worker is taking a request's steps, until when.
-
-Every state change is a compare-and-set on the current state inside one
-transaction, so two workers (or a worker and an approver) never both act.
-"""
+"""``RequestStore``: requests and their progress, changed by compare-and-set on the state."""
 
 from __future__ import annotations
 
@@ -21,22 +6,12 @@ import json
 import os
 import secrets
 import socket
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    Boolean,
-    Column,
-    DateTime,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
     delete,
     insert,
     select,
@@ -46,119 +21,37 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from lakeward.access.schema import open_engine, run_migrations, writer
-from lakeward.errors import InvalidRequest, ResourceNotFound
 
 # States of a request. Terminal ones end it; the worker acts on the others.
-REQUESTED = "REQUESTED"
-REPORT_READY = "REPORT_READY"
-AWAITING_APPROVAL = "AWAITING_APPROVAL"
-APPROVED = "APPROVED"
-REJECTED = "REJECTED"
-EXPIRED = "EXPIRED"
-PURGING = "PURGING"
-VERIFYING = "VERIFYING"
-COMPLETED = "COMPLETED"
-FAILED = "FAILED"
-STOPPED = "STOPPED"
-STATES = (REQUESTED, REPORT_READY, AWAITING_APPROVAL, APPROVED, REJECTED, EXPIRED,
-          PURGING, VERIFYING, COMPLETED, FAILED, STOPPED)  # fmt: skip
-TERMINAL = (REJECTED, EXPIRED, COMPLETED, FAILED, STOPPED)
-PENDING = (REQUESTED, REPORT_READY, AWAITING_APPROVAL)
-"""Before approval: a new request for the same user joins one of these."""
-
-# Target statuses
-TODO = "todo"
-DONE = "done"
-ERROR = "error"
-
-metadata = MetaData()
-COMPONENT = "erasure-requests"
-_PG_LOCK_KEY = 0x6C616B65_72657173  # "lakereqs"
-
-requests_table = Table(
-    "erasure_requests",
-    metadata,
-    Column("id", String(32), primary_key=True),
-    Column("state", String(24), nullable=False, index=True),
-    Column("user_ids", Text, nullable=False),  # JSON list
-    Column("requester", Text, nullable=False),
-    Column("contact", Text),  # the data subject's address for the outcome email
-    Column("reason", Text, nullable=False, default=""),
-    Column("dry_run", Boolean, nullable=False, default=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
-    Column("report_digest", String(64)),
-    Column("approval_expires_at", DateTime(timezone=True)),
-    Column("approval_sent_at", DateTime(timezone=True)),
-    Column("next_attempt_at", DateTime(timezone=True)),
-    Column("attempts", Integer, nullable=False, default=0),
-    Column("last_error", Text),
-    Column("decided_by", Text),
-    Column("stop_requested", Boolean, nullable=False, default=False),
-    Column("outcome_sent_at", DateTime(timezone=True)),
+from lakeward.erasure.requests.model import (
+    COMPLETED,
+    EXPIRED,
+    FAILED,
+    PENDING,
+    REJECTED,
+    REQUESTED,
+    STOPPED,
+    TERMINAL,
+    TODO,
+    Request,
+    TargetRow,
+    Transition,
+    aware,
+    now,
 )
-
-transitions = Table(
-    "erasure_transitions",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("request_id", String(32), nullable=False, index=True),
-    Column("from_state", String(24)),
-    Column("to_state", String(24), nullable=False),
-    Column("at", DateTime(timezone=True), nullable=False),
-    Column("actor", Text, nullable=False),
-    Column("note", Text, nullable=False, default=""),
+from lakeward.erasure.requests.schema import (
+    _PG_LOCK_KEY,
+    COMPONENT,
+    MIGRATIONS,
+    leases,
+    link_uses,
+    requests_table,
+    targets_table,
+    transitions,
 )
+from lakeward.errors import InvalidRequest, ResourceNotFound
 
-targets_table = Table(
-    "erasure_targets",
-    metadata,
-    Column("request_id", String(32), primary_key=True),
-    Column("seq", Integer, primary_key=True),
-    Column("target", Text, nullable=False),  # JSON of executors.Target
-    Column("status", String(16), nullable=False),
-    Column("outcome", Text),  # JSON of executors.Outcome, or the error
-    Column("updated_at", DateTime(timezone=True), nullable=False),
-    Index("erasure_targets_status", "request_id", "status"),
-)
-
-link_uses = Table(
-    "erasure_link_uses",
-    metadata,
-    Column("nonce", String(64), primary_key=True),
-    Column("request_id", String(32), nullable=False),
-    Column("used_at", DateTime(timezone=True), nullable=False),
-)
-
-
-leases = Table(
-    "erasure_leases",
-    metadata,
-    Column("request_id", String(32), primary_key=True),
-    Column("owner", Text, nullable=False),  # host:pid:token of the worker
-    Column("until", DateTime(timezone=True), nullable=False),
-)
-
-
-def _v1(conn: Connection) -> None:
-    metadata.create_all(conn, tables=[requests_table, transitions, targets_table, link_uses])
-
-
-def _v2(conn: Connection) -> None:
-    leases.create(conn, checkfirst=True)
-
-
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
 LEASE_SECONDS = 120.0
-
-
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
-def worker_name() -> str:
-    """This process as a lease owner: ``host:pid:token``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 def _worker_alive(owner: str) -> bool:
@@ -174,67 +67,6 @@ def _worker_alive(owner: str) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _aware(moment: datetime | None) -> datetime | None:
-    if moment is None:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class Request:
-    id: str
-    state: str
-    user_ids: list[str]
-    requester: str
-    contact: str | None
-    reason: str
-    dry_run: bool
-    created_at: datetime
-    updated_at: datetime
-    report_digest: str | None
-    approval_expires_at: datetime | None
-    approval_sent_at: datetime | None
-    next_attempt_at: datetime | None
-    attempts: int
-    last_error: str | None
-    decided_by: str | None
-    stop_requested: bool
-    outcome_sent_at: datetime | None
-
-    @classmethod
-    def from_row(cls, row: Any) -> Request:
-        data = dict(row._mapping)
-        data["user_ids"] = json.loads(data["user_ids"])
-        for name in ("created_at", "updated_at", "approval_expires_at", "approval_sent_at",
-                     "next_attempt_at", "outcome_sent_at"):  # fmt: skip
-            data[name] = _aware(data[name])
-        return cls(**data)
-
-    def as_dict(self) -> dict[str, Any]:
-        data = dict(self.__dict__)
-        for name, value in data.items():
-            if isinstance(value, datetime):
-                data[name] = value.isoformat()
-        return data
-
-
-@dataclass(frozen=True)
-class Transition:
-    from_state: str | None
-    to_state: str
-    at: datetime
-    actor: str
-    note: str
-
-
-@dataclass(frozen=True)
-class TargetRow:
-    seq: int
-    target: dict[str, Any]
-    status: str
-    outcome: dict[str, Any] | None
 
 
 class RequestStore:
@@ -387,7 +219,7 @@ class RequestStore:
         )
         with self.engine.connect() as conn:
             return [
-                Transition(r.from_state, r.to_state, _aware(r.at) or now(), r.actor, r.note)
+                Transition(r.from_state, r.to_state, aware(r.at) or now(), r.actor, r.note)
                 for r in conn.execute(query)
             ]
 
@@ -486,7 +318,7 @@ class RequestStore:
                     conn.execute(insert(leases).values(request_id=request_id, owner=owner,
                                                        until=until))  # fmt: skip
                     return True
-                held = row.owner != owner and (_aware(row.until) or moment) > moment
+                held = row.owner != owner and (aware(row.until) or moment) > moment
                 if held and _worker_alive(row.owner):
                     return False
                 conn.execute(
