@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 from lakeward.access.arns import AUDIT_LOG, iam_arn, secret_arn
 from lakeward.access.audit import AuditRecord, VerifyResult
 from lakeward.access.control import AccessControl, Identity
+from lakeward.access.credentials import AccessKey
 from lakeward.access.policy import Decision, parse_policy
-from lakeward.access.principals import AccessKey, Group, ManagedPolicy, Role, User
+from lakeward.access.principals import Group, ManagedPolicy, Role, User
 from lakeward.access.secrets import SecretInfo
 from lakeward.errors import InvalidRequest, LakewardError
 

@@ -13,63 +13,53 @@ process made the change.
 
 from __future__ import annotations
 
-import base64
 import json
-import math
 import re
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from argon2 import PasswordHasher, Type
-from argon2.exceptions import InvalidHashError, VerificationError
-from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import (
     Select,
-    bindparam,
     delete,
     func,
     insert,
     literal_column,
-    or_,
     select,
     union_all,
     update,
 )
 from sqlalchemy.engine import Connection
 
+from lakeward.access.credentials import CredentialOperations
 from lakeward.access.policy import parse_policy
 from lakeward.access.schema import (
     ATTACHMENTS,
     INLINE,
     PRINCIPALS,
-    access_keys,
+    as_utc,
     generation,
     group_members,
     groups,
     migrate,
     open_engine,
     policies,
+    require_principal,
     roles,
     users,
     writer,
 )
-from lakeward.errors import AccessDenied, ConfigError, InvalidRequest, ResourceNotFound
+from lakeward.errors import ConfigError, InvalidRequest, ResourceNotFound
 
 # A user with one of these managed policies (directly or through a group) is an
 # administrator; the last one cannot be removed, or nobody could manage IAM.
 ADMIN_POLICIES = frozenset({"AdministratorAccess"})
-MAX_ACCESS_KEYS = 2  # IAM's limit: enough to rotate without a gap
-LOCKOUT_AFTER = 5  # consecutive failed logins
-LOCKOUT_FIRST = 30  # seconds; doubles with each lockout in a row
-LOCKOUT_MAX = 3600
-USAGE_FLUSH_SECONDS = 60.0  # how long key usage may wait in memory before it is written
 
 _NAME = re.compile(r"[A-Za-z0-9+=,.@_-]+")
 _TABLES = {**PRINCIPALS, "policy": policies}
@@ -79,13 +69,6 @@ class User(NamedTuple):
     name: str
     created: datetime
     has_password: bool
-
-
-class AccessKey(NamedTuple):
-    key_id: str
-    status: str  # "Active" or "Inactive", as IAM says it
-    created: datetime
-    last_used: datetime | None
 
 
 class Group(NamedTuple):
@@ -106,7 +89,9 @@ class ManagedPolicy(NamedTuple):
     attachment_count: int
 
 
-class Principals:
+class Principals(CredentialOperations):
+    """Users, groups, roles and policies; passwords and access keys in credentials.py."""
+
     def __init__(
         self,
         url_or_path: str | Path,
@@ -154,7 +139,7 @@ class Principals:
 
     def delete_user(self, name: str) -> None:
         with self._change() as conn:
-            _require(conn, "user", name)
+            require_principal(conn, "user", name)
             with self._keeping_an_admin(conn, f"user {name} is the last administrator"):
                 conn.execute(delete(users).where(users.c.name == name))
 
@@ -169,120 +154,6 @@ class Principals:
         with self.engine.connect() as conn:
             return [_user(row) for row in conn.execute(select(users).order_by(users.c.name))]
 
-    def set_password(self, name: str, password: str | None) -> None:
-        """Set (or with None, remove) the password; this also lifts a lockout."""
-        hashed = None if password is None else self._hash(password)
-        with self._writer.begin() as conn:
-            found = conn.execute(
-                update(users)
-                .where(users.c.name == name)
-                .values(password_hash=hashed, failed_logins=0, lockouts=0, locked_until=None)
-            )
-            if found.rowcount == 0:
-                raise ResourceNotFound(f"user {name} does not exist")
-
-    def check_password(self, name: str, password: str, *, now: datetime | None = None) -> bool:
-        now = _as_utc(now or datetime.now(UTC))
-        with self.engine.connect() as conn:
-            query = select(users.c.password_hash, users.c.locked_until).where(users.c.name == name)
-            row = conn.execute(query).first()
-        if row is not None and row.locked_until is not None:
-            wait = (_as_utc(row.locked_until) - now).total_seconds()
-            if wait > 0:
-                raise AccessDenied(f"too many failed logins; try again in {math.ceil(wait)} s")
-        stored = None if row is None else row.password_hash
-        # Without a hash of its own, verify against a dummy one all the same, so the
-        # time taken does not tell whether the user exists.
-        ok = self._verify(stored or self._dummy(), password) and stored is not None
-        values: dict[str, Any] = {"failed_logins": 0, "lockouts": 0, "locked_until": None}
-        if ok and self._hasher.check_needs_rehash(stored or ""):
-            values["password_hash"] = self._hasher.hash(password)  # the parameters were raised
-        with self._writer.begin() as conn:
-            if ok:
-                conn.execute(update(users).where(users.c.name == name).values(**values))
-            else:
-                # Unknown users go through the same (empty) update, for the same timing.
-                _record_failure(conn, name, now)
-        return ok
-
-    # -- access keys ----------------------------------------------------------
-
-    def create_access_key(self, user: str) -> tuple[str, str]:
-        """A new active key: (key id, secret). The secret is only ever returned here."""
-        key_id = "AKLW" + base64.b32encode(secrets.token_bytes(10)).decode()  # 16 characters
-        secret = secrets.token_urlsafe(30)  # 40 characters
-        with self._change() as conn:
-            _require(conn, "user", user)
-            owned = select(func.count()).where(access_keys.c.user_name == user)
-            if conn.execute(owned).scalar_one() >= MAX_ACCESS_KEYS:
-                raise InvalidRequest(
-                    f"user {user} already has {MAX_ACCESS_KEYS} access keys, the most allowed; "
-                    "delete one first"
-                )
-            row = {"key_id": key_id, "user_name": user, "secret": self._seal(key_id, secret)}
-            conn.execute(insert(access_keys).values(**row, active=True, created=datetime.now(UTC)))
-        return key_id, secret
-
-    def list_access_keys(self, user: str) -> list[AccessKey]:
-        self.flush_key_usage()
-        query = (
-            select(access_keys)
-            .where(access_keys.c.user_name == user)
-            .order_by(access_keys.c.created, access_keys.c.key_id)
-        )
-        with self.engine.connect() as conn:
-            _require(conn, "user", user)
-            rows = conn.execute(query).all()
-        return [_access_key(row) for row in rows]
-
-    def update_access_key(self, key_id: str, active: bool) -> None:
-        with self._change() as conn:
-            change = update(access_keys).where(access_keys.c.key_id == key_id)
-            if conn.execute(change.values(active=active)).rowcount == 0:
-                raise ResourceNotFound(f"access key {key_id} does not exist")
-
-    def delete_access_key(self, key_id: str) -> None:
-        with self._change() as conn:
-            gone = delete(access_keys).where(access_keys.c.key_id == key_id)
-            if conn.execute(gone).rowcount == 0:
-                raise ResourceNotFound(f"access key {key_id} does not exist")
-
-    def lookup_key(self, key_id: str) -> tuple[str, str] | None:
-        """(user name, secret) of an active key, else None."""
-        query = (
-            select(access_keys.c.user_name, access_keys.c.secret)
-            .join(users, users.c.name == access_keys.c.user_name)
-            .where(access_keys.c.key_id == key_id, access_keys.c.active.is_(True))
-        )
-        with self.engine.connect() as conn:
-            row = conn.execute(query).first()
-        return None if row is None else (row.user_name, self._open(key_id, row.secret))
-
-    def mark_key_used(self, key_id: str, when: datetime) -> None:
-        """Note a key's use; written in batches, as this comes with every request."""
-        when = _as_utc(when)
-        with self._usage_lock:
-            previous = self._usage.get(key_id)
-            self._usage[key_id] = when if previous is None else max(previous, when)
-            due = time.monotonic() - self._usage_flushed >= USAGE_FLUSH_SECONDS
-        if due:
-            self.flush_key_usage()
-
-    def flush_key_usage(self) -> None:
-        with self._usage_lock:
-            pending, self._usage = self._usage, {}
-            self._usage_flushed = time.monotonic()
-        if not pending:
-            return
-        later = or_(access_keys.c.last_used.is_(None), access_keys.c.last_used < bindparam("when"))
-        change = (
-            update(access_keys)
-            .where(access_keys.c.key_id == bindparam("key"), later)
-            .values(last_used=bindparam("when"))
-        )
-        with self._writer.begin() as conn:
-            conn.execute(change, [{"key": k, "when": w} for k, w in pending.items()])
-
     # -- groups ---------------------------------------------------------------
 
     def create_group(self, name: str) -> None:
@@ -294,7 +165,7 @@ class Principals:
     def delete_group(self, name: str) -> None:
         """Refused while the group has members or policies: that would change their access."""
         with self._change() as conn:
-            _require(conn, "group", name)
+            require_principal(conn, "group", name)
             uses = [
                 ("members", _names(conn, group_members, "group_name", name, "user_name")),
                 ("attached policies", _names(conn, ATTACHMENTS["group"], "principal", name)),
@@ -307,15 +178,15 @@ class Principals:
 
     def add_user_to_group(self, user: str, group: str) -> None:
         with self._change() as conn:
-            _require(conn, "group", group)
-            _require(conn, "user", user)
+            require_principal(conn, "group", group)
+            require_principal(conn, "user", user)
             if user not in _names(conn, group_members, "group_name", group, "user_name"):
                 conn.execute(insert(group_members).values(group_name=group, user_name=user))
 
     def remove_user_from_group(self, user: str, group: str) -> None:
         with self._change() as conn:
-            _require(conn, "group", group)
-            _require(conn, "user", user)
+            require_principal(conn, "group", group)
+            require_principal(conn, "user", user)
             with self._keeping_an_admin(conn, f"user {user} is the last administrator"):
                 gone = delete(group_members).where(
                     group_members.c.group_name == group, group_members.c.user_name == user
@@ -326,16 +197,16 @@ class Principals:
     def list_groups(self) -> list[Group]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(groups).order_by(groups.c.name)).all()
-        return [Group(r.name, _as_utc(r.created)) for r in rows]
+        return [Group(r.name, as_utc(r.created)) for r in rows]
 
     def groups_of(self, user: str) -> list[str]:
         with self.engine.connect() as conn:
-            _require(conn, "user", user)
+            require_principal(conn, "user", user)
             return _names(conn, group_members, "user_name", user, "group_name")
 
     def members_of(self, group: str) -> list[str]:
         with self.engine.connect() as conn:
-            _require(conn, "group", group)
+            require_principal(conn, "group", group)
             return _names(conn, group_members, "group_name", group, "user_name")
 
     # -- roles ----------------------------------------------------------------
@@ -356,7 +227,7 @@ class Principals:
     def list_roles(self) -> list[Role]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(roles).order_by(roles.c.name)).all()
-        return [Role(r.name, r.description, _as_utc(r.created)) for r in rows]
+        return [Role(r.name, r.description, as_utc(r.created)) for r in rows]
 
     # -- managed policies -----------------------------------------------------
 
@@ -388,7 +259,7 @@ class Principals:
 
     def delete_policy(self, name: str) -> None:
         with self._change() as conn:
-            _require(conn, "policy", name)
+            require_principal(conn, "policy", name)
             attached = [
                 f"{kind}/{principal}"
                 for kind, table in ATTACHMENTS.items()
@@ -419,15 +290,15 @@ class Principals:
     def _attach(self, kind: str, principal: str, policy: str) -> None:
         table = ATTACHMENTS[kind]
         with self._change() as conn:
-            _require(conn, kind, principal)
-            _require(conn, "policy", policy)
+            require_principal(conn, kind, principal)
+            require_principal(conn, "policy", policy)
             if policy not in _names(conn, table, "principal", principal):
                 conn.execute(insert(table).values(principal=principal, policy_name=policy))
 
     def _detach(self, kind: str, principal: str, policy: str) -> None:
         table = ATTACHMENTS[kind]
         with self._change() as conn:
-            _require(conn, kind, principal)
+            require_principal(conn, kind, principal)
             with self._keeping_an_admin(conn, f"{kind} {principal} holds the last administrator"):
                 gone = delete(table).where(
                     table.c.principal == principal, table.c.policy_name == policy
@@ -462,14 +333,14 @@ class Principals:
         source = _validated(document)
         table = INLINE[kind]
         with self._change() as conn:
-            _require(conn, kind, principal)
+            require_principal(conn, kind, principal)
             conn.execute(delete(table).where(table.c.principal == principal, table.c.name == name))
             conn.execute(insert(table).values(principal=principal, name=name, document=source))
 
     def _delete_inline(self, kind: str, principal: str, name: str) -> None:
         table = INLINE[kind]
         with self._change() as conn:
-            _require(conn, kind, principal)
+            require_principal(conn, kind, principal)
             gone = delete(table).where(table.c.principal == principal, table.c.name == name)
             if conn.execute(gone).rowcount == 0:
                 raise ResourceNotFound(f"{kind} {principal} has no inline policy {name}")
@@ -546,49 +417,12 @@ class Principals:
             return False
         return any(self._is_admin(name) for name in conn.execute(select(users.c.name)).scalars())
 
-    def _hash(self, password: str) -> str:
-        if not isinstance(password, str) or not password:
-            raise InvalidRequest("a password must be a non-empty string")
-        return self._hasher.hash(password)
-
-    def _verify(self, hashed: str, password: str) -> bool:
-        try:
-            return self._hasher.verify(hashed, password)
-        except (VerificationError, InvalidHashError):
-            return False
-
-    def _dummy(self) -> str:
-        if self._dummy_hash is None:
-            self._dummy_hash = self._hasher.hash(secrets.token_urlsafe(30))
-        return self._dummy_hash
-
-    def _seal(self, key_id: str, secret: str) -> bytes:
-        # The key id is bound in as associated data: a sealed secret copied onto
-        # another key's row does not open.
-        nonce = secrets.token_bytes(12)
-        return nonce + self._aead.encrypt(nonce, secret.encode(), key_id.encode())
-
-    def _open(self, key_id: str, sealed: bytes) -> str:
-        try:
-            return self._aead.decrypt(sealed[:12], sealed[12:], key_id.encode()).decode()
-        except InvalidTag:
-            raise ConfigError(
-                f"the secret of access key {key_id} does not decrypt: the encryption key "
-                "differs from the one it was stored with"
-            ) from None
-
 
 def _check_name(kind: str, name: str, longest: int = 64) -> None:
     if not isinstance(name, str) or len(name) > longest or not _NAME.fullmatch(name):
         raise InvalidRequest(
             f"invalid {kind} name {name!r}: use 1 to {longest} letters, digits or +=,.@_-"
         )
-
-
-def _require(conn: Connection, kind: str, name: str) -> None:
-    table = _TABLES[kind]
-    if conn.execute(select(table.c.name).where(table.c.name == name)).first() is None:
-        raise ResourceNotFound(f"{kind} {name} does not exist")
 
 
 def _refuse_existing(conn: Connection, kind: str, name: str) -> None:
@@ -632,31 +466,5 @@ def _validated(document: str | Mapping[str, Any]) -> str:
     return json.dumps(parse_policy(document).source)
 
 
-def _record_failure(conn: Connection, name: str, now: datetime) -> None:
-    failed = update(users).where(users.c.name == name)
-    conn.execute(failed.values(failed_logins=users.c.failed_logins + 1))
-    query = select(users.c.failed_logins, users.c.lockouts).where(users.c.name == name)
-    row = conn.execute(query).first()
-    if row is None or row.failed_logins < LOCKOUT_AFTER:
-        return
-    lockouts = row.lockouts + 1
-    backoff = min(LOCKOUT_FIRST * 2 ** min(lockouts - 1, 16), LOCKOUT_MAX)
-    conn.execute(
-        failed.values(
-            failed_logins=0, lockouts=lockouts, locked_until=now + timedelta(seconds=backoff)
-        )
-    )
-
-
-def _access_key(row: Any) -> AccessKey:
-    used = None if row.last_used is None else _as_utc(row.last_used)
-    return AccessKey(row.key_id, "Active" if row.active else "Inactive", _as_utc(row.created), used)
-
-
 def _user(row: Any) -> User:
-    return User(row.name, _as_utc(row.created), row.password_hash is not None)
-
-
-def _as_utc(value: datetime) -> datetime:
-    # SQLite hands datetimes back without their zone; a naive time given to us is UTC.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return User(row.name, as_utc(row.created), row.password_hash is not None)

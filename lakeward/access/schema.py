@@ -10,6 +10,7 @@ is enough, and keeps the store free of another tool's configuration.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine, make_url
 
-from lakeward.errors import ConfigError
+from lakeward.errors import ConfigError, ResourceNotFound
 
 metadata = MetaData()
 
@@ -294,3 +295,15 @@ def _sqlite_begin(conn: Connection) -> None:
     # lock up front instead.
     immediate = conn.get_execution_options().get(_WRITE, False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def require_principal(conn: Connection, kind: str, name: str) -> None:
+    """Refuse (ResourceNotFound) a user, group, role or policy that does not exist."""
+    table = {**PRINCIPALS, "policy": policies}[kind]
+    if conn.execute(select(table.c.name).where(table.c.name == name)).first() is None:
+        raise ResourceNotFound(f"{kind} {name} does not exist")
+
+
+def as_utc(value: datetime) -> datetime:
+    # SQLite hands datetimes back without their zone; a naive time given to us is UTC.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
