@@ -2,8 +2,9 @@
 
 A SQLite file in the data dir by default, PostgreSQL when given a
 ``postgresql://`` URL (SQLAlchemy Core; the tables and migrations are in
-``schema``). Names follow IAM's rules, and so do the refusals: a group still
-in use, a policy still attached, a third access key, the last administrator.
+``schema``; passwords and access keys in ``credentials``). Names follow IAM's
+rules, and so do the refusals: a group still in use, a policy still attached, a
+third access key, the last administrator.
 
 ``policies_for_user`` is read on every request, so it is one query, and every
 change that can alter a decision bumps ``generation()``: callers cache the
