@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lakeward.config import Settings, load_settings
-from tests.helpers import JHU_DIR, PG_SERVER, lakeward, need, need_java
+from tests.helpers import JHU_DIR, PG_SERVER, lakeward, need, need_java, pg_url
 
 
 @pytest.fixture(scope="session")
@@ -71,6 +71,22 @@ def postgres_db() -> Iterator[str]:
     yield name
     with psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """Where a store keeps its state: a SQLite file, or a schema of its own in the
+    module's PostgreSQL database (``postgres_db``). Every store's tests take it, so each
+    runs on both backends."""
+    if request.param == "sqlite":
+        return tmp_path / "state.db"
+    import psycopg
+
+    dbname = request.getfixturevalue("postgres_db")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_SERVER, dbname=dbname, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return pg_url(dbname, schema)
 
 
 # What a test needs, as markers, so that `-m "not spark"`, `-m postgres` ... select

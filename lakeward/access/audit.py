@@ -43,8 +43,6 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    create_engine,
-    event,
     insert,
     select,
     text,
@@ -53,6 +51,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from lakeward.errors import InvalidRequest, StorageError
+from lakeward.sqlstate import migrate, open_engine, writer
 
 DECISIONS = ("allowed", "explicitDeny", "implicitDeny")
 GENESIS = "0" * 64  # the "previous hash" of the first row
@@ -60,6 +59,7 @@ MAX_QUERY_LIMIT = 100_000
 _MAX_TRIES = 100  # appends that lose the race to other processes, in a row
 
 metadata = MetaData()
+COMPONENT = "audit"  # its row in sqlstate's schema_version
 
 audit_log = Table(
     "audit_log",
@@ -168,17 +168,20 @@ class _Pending:
 
 class AuditLog:
     def __init__(self, url_or_path: str | Path) -> None:
-        if isinstance(url_or_path, Path):
-            url_or_path.parent.mkdir(parents=True, exist_ok=True)
-            url_or_path = f"sqlite:///{url_or_path}"
-        self.engine: Engine = create_engine(url_or_path)
+        # A commit returns before the disk has it: NORMAL skips SQLite's fsync per commit
+        # in WAL mode (3 ms of every request here) and synchronous_commit=off
+        # PostgreSQL's WAL flush (1.5 ms); a committed record survives lakeward dying,
+        # and only a power cut or a server crash can take the last commits, never
+        # corrupt the chain.
+        self.engine: Engine = open_engine(
+            url_or_path,
+            sqlite_pragmas=("synchronous=NORMAL",),
+            postgres_settings=("synchronous_commit = off",),
+        )
         dialect = self.engine.dialect.name
-        if dialect == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_connect)
-        elif dialect == "postgresql":
-            event.listen(self.engine, "connect", _postgres_connect)
-        metadata.create_all(self.engine)
-        with self.engine.begin() as conn:
+        migrate(self.engine, COMPONENT, MIGRATIONS, label="audit")
+        self._writer = writer(self.engine)
+        with self._writer.begin() as conn:
             if dialect == "sqlite":
                 statements = _SQLITE_TRIGGERS
             elif dialect == "postgresql":
@@ -287,7 +290,7 @@ class AuditLog:
                 prev = _chain_hash(prev, record)
                 rows.append({**_columns(record), "hash": prev})
             try:
-                with self.engine.begin() as conn:
+                with self._writer.begin() as conn:
                     conn.execute(insert(audit_log), rows)
             except IntegrityError:
                 # Another process appended since we last looked: our first id is
@@ -367,23 +370,8 @@ def _as_utc(value: datetime, what: str, error: type[Exception] = ValueError) -> 
     return value.astimezone(UTC)
 
 
-def _sqlite_connect(connection: Any, _record: Any) -> None:
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
-    # In WAL mode NORMAL skips the fsync at each commit (3 ms of every request
-    # here), yet a committed record survives the process dying; only a power cut
-    # or an OS crash can take the last commits with it.
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
+def _create_v1(conn: Connection) -> None:
+    metadata.create_all(conn)  # also adopts the tables of a database made before versions
 
 
-def _postgres_connect(connection: Any, _record: Any) -> None:
-    # The same bargain as SQLite's synchronous=NORMAL, for this engine's sessions
-    # only: a commit returns before the WAL is flushed (1.5 ms of every append
-    # here), survives lakeward dying, and only a server crash can lose the last
-    # fraction of a second of records, never corrupt the chain.
-    cursor = connection.cursor()
-    cursor.execute("SET synchronous_commit = off")
-    cursor.close()
-    connection.commit()
+MIGRATIONS = [_create_v1]

@@ -24,8 +24,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from lakeward.access.schema import access_keys, as_utc, require_principal, users
+from lakeward.access.schema import access_keys, require_principal, users
 from lakeward.errors import AccessDenied, ConfigError, InvalidRequest, ResourceNotFound
+from lakeward.sqlstate import as_utc
 
 MAX_ACCESS_KEYS = 2  # IAM's limit: enough to rotate without a gap
 LOCKOUT_AFTER = 5  # consecutive failed logins

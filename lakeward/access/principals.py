@@ -44,19 +44,17 @@ from lakeward.access.schema import (
     ATTACHMENTS,
     INLINE,
     PRINCIPALS,
-    as_utc,
     generation,
     group_members,
     groups,
     migrate,
-    open_engine,
     policies,
     require_principal,
     roles,
     users,
-    writer,
 )
 from lakeward.errors import ConfigError, InvalidRequest, ResourceNotFound
+from lakeward.sqlstate import as_utc, open_engine, writer
 
 # A user with one of these managed policies (directly or through a group) is an
 # administrator; the last one cannot be removed, or nobody could manage IAM.

@@ -10,9 +10,6 @@ is enough, and keeps the store free of another tool's configuration.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -27,30 +24,18 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    create_engine,
-    event,
     insert,
-    inspect,
     select,
-    text,
-    update,
 )
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, Engine
 
-from lakeward.errors import ConfigError, ResourceNotFound
+from lakeward import sqlstate
+from lakeward.errors import ResourceNotFound
 
 metadata = MetaData()
 
-# The row of ``schema_version`` that is ours: the table is keyed by component so
-# that a PostgreSQL database shared with other lakeward stores can hold theirs.
+# Our row in sqlstate's ``schema_version``.
 COMPONENT = "access"
-
-schema_version = Table(
-    "schema_version",
-    metadata,
-    Column("component", String(64), primary_key=True),
-    Column("version", Integer, nullable=False),
-)
 
 # One row (id 1) counting changes to anything that decides access, so that every
 # process sharing the database can tell with one cheap read that its cache is stale.
@@ -176,9 +161,7 @@ _LATER_TABLES = (revoked_sessions,)
 def _v1(conn: Connection) -> None:
     # Built from the definitions above. The day a table changes, freeze its v1
     # shape here first, so that v1 followed by v2 still gives the v2 layout.
-    tables = [
-        t for t in metadata.sorted_tables if t is not schema_version and t not in _LATER_TABLES
-    ]
+    tables = [t for t in metadata.sorted_tables if t not in _LATER_TABLES]
     metadata.create_all(conn, tables=tables)
     conn.execute(insert(generation).values(id=1, value=0))
 
@@ -191,110 +174,11 @@ MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
 LATEST = len(MIGRATIONS)
 
 # Any constant will do, as long as other lakeward stores pick different ones.
-_PG_LOCK_KEY = 0x6C616B65_61636373  # "lakeacss"
 
 
 def migrate(engine: Engine) -> int:
     """Bring the database to ``LATEST``; return the version it was at before."""
-    return run_migrations(engine, COMPONENT, MIGRATIONS, _PG_LOCK_KEY, "access")
-
-
-def run_migrations(
-    engine: Engine,
-    component: str,
-    migrations: list[Callable[[Connection], None]],
-    lock_key: int,
-    label: str,
-) -> int:
-    """Apply the ``migrations`` a database lacks for ``component``, in one transaction.
-
-    Shared by every lakeward store that keeps its own tables (``label`` names
-    the store in errors); returns the version the database was at before.
-    """
-    latest = len(migrations)
-    with writer(engine).begin() as conn:
-        if conn.dialect.name == "postgresql":
-            # Two processes starting at once must not both create the tables.
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key})
-        current = current_version(conn, component)
-        if current > latest:
-            raise ConfigError(
-                f"the {label} database {engine.url.render_as_string(hide_password=True)} is at "
-                f"schema version {current}, newer than this lakeward knows ({latest}); "
-                "upgrade lakeward, or point it at another database"
-            )
-        for step in migrations[current:]:
-            step(conn)
-        if current == 0:
-            conn.execute(insert(schema_version).values(component=component, version=latest))
-        elif current < latest:
-            conn.execute(
-                update(schema_version)
-                .where(schema_version.c.component == component)
-                .values(version=latest)
-            )
-    return current
-
-
-def current_version(conn: Connection, component: str = COMPONENT) -> int:
-    if not inspect(conn).has_table(schema_version.name):
-        schema_version.create(conn)
-        return 0
-    query = select(schema_version.c.version).where(schema_version.c.component == component)
-    return int(conn.execute(query).scalar() or 0)
-
-
-# -- engine -----------------------------------------------------------------
-
-# Execution option marking a transaction that will write (see ``_sqlite_begin``).
-_WRITE = "lakeward_write"
-
-
-def open_engine(url_or_path: str | Path) -> Engine:
-    """An engine for a SQLite file (a path) or a database URL (``postgresql://`` uses psycopg 3)."""
-    if isinstance(url_or_path, Path) or "://" not in url_or_path:
-        path = Path(url_or_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        url_or_path = f"sqlite:///{path}"
-    url = make_url(url_or_path)
-    if url.drivername in ("postgresql", "postgres"):
-        url = url.set(drivername="postgresql+psycopg")
-    try:
-        engine = create_engine(url)
-    except ModuleNotFoundError as e:
-        raise ConfigError(
-            f"the database driver for {url.drivername} is not installed ({e.name}); "
-            "for PostgreSQL: pip install 'psycopg[binary]'"
-        ) from None
-    if engine.dialect.name == "sqlite":
-        event.listen(engine, "connect", _sqlite_connect)
-        event.listen(engine, "begin", _sqlite_begin)
-    return engine
-
-
-def writer(engine: Engine) -> Engine:
-    """The same engine, with transactions that take the write lock when they begin."""
-    return engine.execution_options(**{_WRITE: True})
-
-
-def _sqlite_connect(connection: Any, _record: Any) -> None:
-    # Left to itself, Python's sqlite3 commits DDL on its own and opens
-    # transactions late; take over so a migration is one transaction (SQLAlchemy's
-    # documented recipe, with BEGIN emitted in _sqlite_begin).
-    connection.isolation_level = None
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")  # readers go on while a writer writes
-    cursor.execute("PRAGMA busy_timeout=5000")
-    cursor.execute("PRAGMA foreign_keys=ON")  # off by default in SQLite
-    cursor.close()
-
-
-def _sqlite_begin(conn: Connection) -> None:
-    # A deferred transaction that reads and then writes fails at once (not after
-    # the busy timeout) when another process wrote in between; a writer takes the
-    # lock up front instead.
-    immediate = conn.get_execution_options().get(_WRITE, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    return sqlstate.migrate(engine, COMPONENT, MIGRATIONS, label="access")
 
 
 def require_principal(conn: Connection, kind: str, name: str) -> None:
@@ -302,8 +186,3 @@ def require_principal(conn: Connection, kind: str, name: str) -> None:
     table = {**PRINCIPALS, "policy": policies}[kind]
     if conn.execute(select(table.c.name).where(table.c.name == name)).first() is None:
         raise ResourceNotFound(f"{kind} {name} does not exist")
-
-
-def as_utc(value: datetime) -> datetime:
-    # SQLite hands datetimes back without their zone; a naive time given to us is UTC.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -36,9 +36,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
-    create_engine,
     delete,
-    event,
     insert,
     select,
     update,
@@ -54,6 +52,7 @@ from lakeward.errors import (
     ResourceNotFound,
     SecretIntegrityError,
 )
+from lakeward.sqlstate import as_utc, migrate, open_engine, writer
 
 CURRENT = "AWSCURRENT"
 PREVIOUS = "AWSPREVIOUS"
@@ -69,6 +68,7 @@ _NONCE_BYTES = 12
 _KEY_CHECK_LABEL = b"lakeward secret store key check"
 
 metadata = MetaData()
+COMPONENT = "secrets"  # its row in sqlstate's schema_version
 
 secrets = Table(
     "secrets",
@@ -123,13 +123,11 @@ class SecretStore:
     def __init__(self, url_or_path: str | Path, key: bytes) -> None:
         if len(key) != 32:
             raise ValueError(f"the secrets key is 32 bytes, not {len(key)}")
-        if isinstance(url_or_path, Path):
-            url_or_path.parent.mkdir(parents=True, exist_ok=True)
-            url_or_path = f"sqlite:///{url_or_path}"
-        self.engine: Engine = create_engine(url_or_path)
-        if self.engine.dialect.name == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_pragmas)
-        metadata.create_all(self.engine)
+        # SQLite's foreign keys (on for every store) keep a version from outliving its
+        # secret when a delete races a put.
+        self.engine: Engine = open_engine(url_or_path)
+        migrate(self.engine, COMPONENT, MIGRATIONS, label="secrets")
+        self._writer = writer(self.engine)
         self._aead = AESGCM(key)
         self._check_key(key)
 
@@ -180,7 +178,7 @@ class SecretStore:
             name=name,
             version_id=row["version_id"],
             value=self._open(name, row["version_id"], row["nonce"], row["ciphertext"]),
-            created=_utc(row["created"]),
+            created=as_utc(row["created"]),
         )
 
     def list(self) -> list[SecretInfo]:
@@ -197,8 +195,8 @@ class SecretStore:
             SecretInfo(
                 name=r["name"],
                 description=r["description"],
-                created=_utc(r["created"]),
-                last_changed=_utc(r["last_changed"]),
+                created=as_utc(r["created"]),
+                last_changed=as_utc(r["last_changed"]),
                 versions=staged[r["name"]],
             )
             for r in rows
@@ -207,7 +205,7 @@ class SecretStore:
     def delete(self, name: str) -> None:
         """Delete ``name`` and every version of it, at once and for good."""
         _check_name(name)
-        with self.engine.begin() as conn:
+        with self._writer.begin() as conn:
             conn.execute(delete(secret_versions).where(secret_versions.c.name == name))
             gone = conn.execute(delete(secrets).where(secrets.c.name == name)).rowcount
         if not gone:
@@ -219,7 +217,7 @@ class SecretStore:
         self, name: str, version_id: str, nonce: bytes, ciphertext: bytes, description: str
     ) -> None:
         now = datetime.now(UTC)
-        with self.engine.begin() as conn:
+        with self._writer.begin() as conn:
             # Locking the secret's row (PostgreSQL; SQLite's writer lock does the
             # same) keeps two writers from shifting the stages at once.
             found = conn.execute(
@@ -293,7 +291,7 @@ class SecretStore:
         found = self._stored_key_check()
         if found is None:
             try:
-                with self.engine.begin() as conn:
+                with self._writer.begin() as conn:
                     conn.execute(insert(store_meta).values(key="key_check", value=check))
                 return
             except IntegrityError:
@@ -358,15 +356,8 @@ def _random_nonce() -> bytes:
     return os.urandom(_NONCE_BYTES)
 
 
-def _utc(value: datetime) -> datetime:
-    # SQLite hands datetimes back without their zone; PostgreSQL in the session's.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+def _create_v1(conn: Connection) -> None:
+    metadata.create_all(conn)  # also adopts the tables of a database made before versions
 
 
-def _sqlite_pragmas(connection: Any, _record: Any) -> None:
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
-    # So that a version cannot outlive its secret when a delete races a put.
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
+MIGRATIONS = [_create_v1]

@@ -25,8 +25,9 @@ from sqlalchemy import delete, exists, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from lakeward.access.schema import revoked_sessions, writer
+from lakeward.access.schema import revoked_sessions
 from lakeward.errors import AccessDenied, Unauthenticated
+from lakeward.sqlstate import writer
 
 SESSION_COOKIE = "lakeward_session"
 CSRF_COOKIE = "lakeward_csrf"

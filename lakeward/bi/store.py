@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,6 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine, RowMapping
 from sqlalchemy.exc import IntegrityError
 
-from lakeward.access.schema import open_engine, run_migrations, writer
 from lakeward.bi.model import (
     KIND_NAMES,
     Analysis,
@@ -52,6 +51,7 @@ from lakeward.bi.model import (
     Column as DatasetColumn,
 )
 from lakeward.errors import InvalidRequest
+from lakeward.sqlstate import as_utc_or_none, migrate, open_engine, writer
 
 metadata = MetaData()
 
@@ -133,12 +133,6 @@ def _v1(conn: Connection) -> None:
 
 
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
-_PG_LOCK_KEY = 0x6C616B65_62692020  # "lakebi  "
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    # SQLite hands datetimes back without their zone.
-    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
 
 def _columns(text: str) -> list[DatasetColumn]:
@@ -180,7 +174,7 @@ def _decode(kind: str, row: RowMapping) -> Any:
         if column.name in parsers:
             value = parsers[column.name](value)
         elif isinstance(column.type, DateTime):
-            value = _utc(value)
+            value = as_utc_or_none(value)
         values[column.name] = value
     return record(**values)
 
@@ -188,7 +182,7 @@ def _decode(kind: str, row: RowMapping) -> Any:
 class BiStore:
     def __init__(self, url_or_path: str | Path) -> None:
         self.engine: Engine = open_engine(url_or_path)
-        run_migrations(self.engine, "bi", MIGRATIONS, _PG_LOCK_KEY, "BI")
+        migrate(self.engine, "bi", MIGRATIONS, label="BI")
         self._writer = writer(self.engine)
 
     def close(self) -> None:

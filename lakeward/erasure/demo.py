@@ -53,12 +53,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection
 
-from lakeward.access.schema import open_engine
 from lakeward.config import Settings
 from lakeward.erasure.mappers import DatasetMapper, RelationalMapper
 from lakeward.erasure.service import ErasureIndexService
 from lakeward.errors import InvalidRequest
 from lakeward.progress import Progress
+from lakeward.sqlstate import open_engine
 from lakeward.storage import Storage
 
 FIRST_DAY = date(2023, 1, 1)

@@ -42,7 +42,6 @@ import pyarrow.parquet as pq
 from sqlalchemy import column, func, select, table
 from sqlalchemy.exc import ArgumentError
 
-from lakeward.access.schema import open_engine
 from lakeward.erasure.index.store import IndexedObject, LocationEntry
 from lakeward.erasure.mappers import (
     COMPOSITE_SEPARATOR,
@@ -52,6 +51,7 @@ from lakeward.erasure.mappers import (
     RelationalMapper,
 )
 from lakeward.errors import InputError, ObjectKeptChanging, Unparseable
+from lakeward.sqlstate import open_foreign_engine
 from lakeward.storage import Storage
 
 READ_ATTEMPTS = 3
@@ -321,7 +321,7 @@ def index_relational(mapper: RelationalMapper) -> IndexedObject:
     if "://" not in mapper.url:  # a bare path would be created as an empty SQLite file
         raise Unparseable(f"{mapper.name}: url must be a database URL, not {mapper.url!r}")
     try:
-        engine = open_engine(mapper.url)
+        engine = open_foreign_engine(mapper.url)
     except ArgumentError as exc:  # a malformed URL; a missing driver is a ConfigError
         raise Unparseable(f"cannot open the database of {mapper.name}: {exc}") from None
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +22,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    create_engine,
     delete,
-    event,
     insert,
     select,
     update,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from lakeward.query.model import (
     DataCatalog,
@@ -40,8 +38,10 @@ from lakeward.query.model import (
     StatementType,
     WorkGroup,
 )
+from lakeward.sqlstate import as_utc_or_none, migrate, open_engine, writer
 
 metadata = MetaData()
+COMPONENT = "query"  # its row in sqlstate's schema_version
 
 catalogs = Table(
     "data_catalogs",
@@ -99,20 +99,11 @@ named_queries = Table(
 )
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    # SQLite hands datetimes back without their zone.
-    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
-
-
 class Store:
     def __init__(self, url_or_path: str | Path) -> None:
-        if isinstance(url_or_path, Path):
-            url_or_path.parent.mkdir(parents=True, exist_ok=True)
-            url_or_path = f"sqlite:///{url_or_path}"
-        self.engine: Engine = create_engine(url_or_path)
-        if self.engine.dialect.name == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_pragmas)
-        metadata.create_all(self.engine)
+        self.engine: Engine = open_engine(url_or_path)
+        migrate(self.engine, COMPONENT, MIGRATIONS, label="SQL service")
+        self._writer = writer(self.engine)
 
     # -- catalogs -----------------------------------------------------------
 
@@ -126,7 +117,7 @@ class Store:
 
     def put_catalog(self, catalog: DataCatalog) -> bool:
         """Insert a catalog; False if one of that name exists."""
-        with self.engine.begin() as conn:
+        with self._writer.begin() as conn:
             if conn.execute(select(catalogs.c.name).where(catalogs.c.name == catalog.name)).first():
                 return False
             conn.execute(
@@ -140,7 +131,7 @@ class Store:
         return True
 
     def replace_catalog(self, catalog: DataCatalog) -> None:
-        with self.engine.begin() as conn:
+        with self._writer.begin() as conn:
             conn.execute(
                 update(catalogs)
                 .where(catalogs.c.name == catalog.name)
@@ -152,31 +143,32 @@ class Store:
             )
 
     def delete_catalog(self, name: str) -> bool:
-        with self.engine.begin() as conn:
-            return conn.execute(delete(catalogs).where(catalogs.c.name == name)).rowcount > 0
+        with self._writer.begin() as conn:
+            deleted: int = conn.execute(delete(catalogs).where(catalogs.c.name == name)).rowcount
+        return deleted > 0
 
     # -- workgroups ---------------------------------------------------------
 
     def workgroups(self) -> list[WorkGroup]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(workgroups).order_by(workgroups.c.name)).mappings().all()
-        return [WorkGroup(**{**r, "created": _utc(r["created"])}) for r in rows]
+        return [WorkGroup(**{**r, "created": as_utc_or_none(r["created"])}) for r in rows]
 
     def put_workgroup(self, group: WorkGroup) -> None:
         values = asdict(group)
-        with self.engine.begin() as conn:
+        with self._writer.begin() as conn:
             conn.execute(delete(workgroups).where(workgroups.c.name == group.name))
             conn.execute(insert(workgroups).values(**values))
 
     # -- executions ---------------------------------------------------------
 
     def add_execution(self, execution: QueryExecution) -> None:
-        with self.engine.begin() as conn:
+        with self._writer.begin() as conn:
             conn.execute(insert(executions).values(**_execution_row(execution)))
 
     def save_execution(self, execution: QueryExecution) -> None:
         row = _execution_row(execution)
-        with self.engine.begin() as conn:
+        with self._writer.begin() as conn:
             conn.execute(update(executions).where(executions.c.id == execution.id).values(**row))
 
     def execution(self, execution_id: str) -> QueryExecution | None:
@@ -229,7 +221,7 @@ class Store:
     # -- named queries ------------------------------------------------------
 
     def add_named_query(self, named: NamedQuery, token: str | None) -> str:
-        with self.engine.begin() as conn:
+        with self._writer.begin() as conn:
             if token:
                 query = select(named_queries.c.id).where(
                     named_queries.c.client_request_token == token
@@ -256,14 +248,6 @@ class Store:
             return [r[0] for r in conn.execute(query.offset(offset).limit(limit))]
 
 
-def _sqlite_pragmas(connection: Any, _record: Any) -> None:
-    cursor = connection.cursor()
-    # WAL lets the server's readers go on while a query's state is written.
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
-    cursor.close()
-
-
 def _execution_row(execution: QueryExecution) -> dict[str, Any]:
     row = asdict(execution)
     row["statistics"] = json.dumps(asdict(execution.statistics))
@@ -277,6 +261,13 @@ def _execution(row: Any) -> QueryExecution:
     values["statistics"] = QueryStatistics(**json.loads(values["statistics"]))
     values["state"] = QueryState(values["state"])
     values["statement_type"] = StatementType(values["statement_type"])
-    values["submitted"] = _utc(values["submitted"])
-    values["completed"] = _utc(values["completed"])
+    values["submitted"] = as_utc_or_none(values["submitted"])
+    values["completed"] = as_utc_or_none(values["completed"])
     return QueryExecution(**values)
+
+
+def _create_v1(conn: Connection) -> None:
+    metadata.create_all(conn)  # also adopts the tables of a database made before versions
+
+
+MIGRATIONS = [_create_v1]

@@ -22,6 +22,7 @@ from argon2 import PasswordHasher, extract_parameters
 from sqlalchemy import create_engine, select, text, update
 from sqlalchemy.engine import Engine
 
+from lakeward import sqlstate
 from lakeward.access import schema
 from lakeward.access.principals import ADMIN_POLICIES, Principals
 from lakeward.errors import AccessDenied, ConfigError, InvalidRequest, ResourceNotFound
@@ -657,7 +658,7 @@ def test_migrations_are_idempotent(open_store: Callable[..., Principals]) -> Non
     assert schema.migrate(iam.engine) == schema.LATEST
     again = open_store()
     assert [u.name for u in again.list_users()] == ["kept"]
-    rows = raw(iam, select(schema.schema_version))
+    rows = raw(iam, select(sqlstate.schema_version))
     assert [(r.component, r.version) for r in rows] == [(schema.COMPONENT, schema.LATEST)]
 
 
@@ -666,7 +667,7 @@ def test_a_database_from_a_newer_version_is_refused(
 ) -> None:
     iam = open_store()
     with iam.engine.begin() as conn:
-        conn.execute(update(schema.schema_version).values(version=schema.LATEST + 1))
+        conn.execute(update(sqlstate.schema_version).values(version=schema.LATEST + 1))
     with pytest.raises(ConfigError, match=rf"schema version {schema.LATEST + 1}, newer"):
         open_store()
 
@@ -677,7 +678,7 @@ def test_a_failed_migration_leaves_nothing_behind(
     def broken(conn: Any) -> None:
         raise RuntimeError("step 2 broke")
 
-    engine = schema.open_engine(database)
+    engine = sqlstate.open_engine(database)
     try:
         monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, broken])
         monkeypatch.setattr(schema, "LATEST", len(schema.MIGRATIONS))
@@ -685,7 +686,7 @@ def test_a_failed_migration_leaves_nothing_behind(
             schema.migrate(engine)
         with engine.connect() as conn:
             assert not conn.dialect.has_table(conn, schema.users.name)
-            assert not conn.dialect.has_table(conn, schema.schema_version.name)
+            assert not conn.dialect.has_table(conn, sqlstate.schema_version.name)
     finally:
         engine.dispose()
 

@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from lakeward import sqlstate
 from lakeward.access import schema
 from lakeward.access.control import AccessControl
 from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, RevokedSessions, Sessions
@@ -63,7 +64,7 @@ def test_a_signed_out_cookie_is_refused_after_a_restart(settings: Settings) -> N
 
 
 def test_revocations_are_shared_and_pruned(db: str | Path) -> None:
-    engine = schema.open_engine(db)
+    engine = sqlstate.open_engine(db)
     schema.migrate(engine)
     sessions = Sessions(b"k" * 32, lifetime=3600, revoked=RevokedSessions(engine))
     token, session = sessions.issue("ana")
@@ -85,8 +86,8 @@ def test_revocations_are_shared_and_pruned(db: str | Path) -> None:
 
 
 def test_a_version_1_database_gains_the_table(tmp_path: Path) -> None:
-    engine = schema.open_engine(tmp_path / "old.db")
-    schema.run_migrations(engine, schema.COMPONENT, schema.MIGRATIONS[:1], 1, "access")
+    engine = sqlstate.open_engine(tmp_path / "old.db")
+    sqlstate.migrate(engine, schema.COMPONENT, schema.MIGRATIONS[:1], label="access")
     assert schema.migrate(engine) == 1
     revoked = RevokedSessions(engine)
     revoked.add("s1", time.time() + 60, time.time())

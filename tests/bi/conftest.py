@@ -17,7 +17,6 @@ from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, Sessions
 from lakeward.bi.service import BiService
 from lakeward.config import Settings
 from lakeward.query.service import QueryService
-from tests.access.conftest import db  # noqa: F401 - the same two backends as the access stores
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from sqlalchemy.exc import NoSuchTableError, SQLAlchemyError
 
 from lakeward.erasure.executors.base import RELATIONAL, Executor, Outcome, Target
 from lakeward.errors import InputError, StorageError
+from lakeward.sqlstate import open_foreign_engine
 from lakeward.storage import Storage
 
 
@@ -42,7 +43,8 @@ class RelationalExecutor(Executor):
         with self._lock:
             engine = self._engines.get(target.connection)
             if engine is None:
-                engine = self._engines[target.connection] = sa.create_engine(target.connection)
+                engine = open_foreign_engine(target.connection)
+                self._engines[target.connection] = engine
             return engine
 
     def _table(self, conn: sa.Connection, target: Target) -> tuple[sa.Table, sa.Column[Any]]:

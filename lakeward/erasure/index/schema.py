@@ -46,7 +46,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 
-from lakeward.access.schema import open_engine, run_migrations, writer
+from lakeward import sqlstate
+from lakeward.sqlstate import open_engine, writer
 
 __all__ = [
     "COMPONENT",
@@ -144,12 +145,10 @@ def _v1(conn: Connection) -> None:
 MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
 LATEST = len(MIGRATIONS)
 
-_PG_LOCK_KEY = 0x6C616B65_65726173  # "lakeeras"
-
 
 def migrate(engine: Engine) -> int:
     """Bring the index database to ``LATEST``; return the version it was at before."""
-    return run_migrations(engine, COMPONENT, MIGRATIONS, _PG_LOCK_KEY, "erasure index")
+    return sqlstate.migrate(engine, COMPONENT, MIGRATIONS, label="erasure index")
 
 
 def open_index_engine(url_or_path: str | Path) -> Engine:

@@ -70,6 +70,7 @@ from lakeward.erasure.mappers import (
     mapper_from_spec,
     mapper_to_spec,
 )
+from lakeward.sqlstate import as_utc
 
 _INSERT_RECORDS = "INSERT INTO erasure_records (user_id, object_id, position) VALUES (?, ?, ?)"
 _COPY_RECORDS = "COPY erasure_records (user_id, object_id, position) FROM STDIN"
@@ -79,18 +80,13 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands back naive datetimes; everything stored is UTC.
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def _row(r: Any) -> ObjectRow:
     return ObjectRow(
         uri=r.uri,
         dataset=r.dataset,
         etag=r.etag,
         sequencer=r.sequencer,
-        indexed_at=_aware(r.indexed_at),
+        indexed_at=as_utc(r.indexed_at),
         records=r.records,
         records_without_id=r.records_without_id,
         deleted=r.deleted,
@@ -362,7 +358,7 @@ class IndexStore:
         """The most recent dead letters, newest first."""
         query = select(dead_letters).order_by(dead_letters.c.id.desc()).limit(limit)
         with self.engine.connect() as conn:
-            return [DeadLetter(r.source, r.reason, _aware(r.at)) for r in conn.execute(query)]
+            return [DeadLetter(r.source, r.reason, as_utc(r.at)) for r in conn.execute(query)]
 
     def count(self, name: str, by: int = 1) -> None:
         """Add to a named event counter (``events``, ``ignored_outside_prefixes``, ...)."""
@@ -397,7 +393,7 @@ class IndexStore:
             location_entries=int(location_entries or 0),
             records_without_id=int(without_id),
             dead_letters=int(letters or 0),
-            last_indexed_at=_aware(last) if last else None,
+            last_indexed_at=as_utc(last) if last else None,
             counters=self.counters(),
             recent_dead_letters=self.dead_letters(10),
         )

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from lakeward.sqlstate import as_utc_or_none
+
 # States of a request. Terminal ones end it; the worker acts on the others.
 
 REQUESTED = "REQUESTED"
@@ -44,12 +46,6 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-def aware(moment: datetime | None) -> datetime | None:
-    if moment is None:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 @dataclass(frozen=True)
 class Request:
     id: str
@@ -77,7 +73,7 @@ class Request:
         data["user_ids"] = json.loads(data["user_ids"])
         for name in ("created_at", "updated_at", "approval_expires_at", "approval_sent_at",
                      "next_attempt_at", "outcome_sent_at"):  # fmt: skip
-            data[name] = aware(data[name])
+            data[name] = as_utc_or_none(data[name])
         return cls(**data)
 
     def as_dict(self) -> dict[str, Any]:

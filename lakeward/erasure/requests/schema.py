@@ -21,7 +21,6 @@ from sqlalchemy.engine import Connection
 
 metadata = MetaData()
 COMPONENT = "erasure-requests"
-_PG_LOCK_KEY = 0x6C616B65_72657173  # "lakereqs"
 
 requests_table = Table(
     "erasure_requests",

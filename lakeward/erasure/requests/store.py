@@ -20,8 +20,6 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from lakeward.access.schema import open_engine, run_migrations, writer
-
 # States of a request. Terminal ones end it; the worker acts on the others.
 from lakeward.erasure.requests.model import (
     COMPLETED,
@@ -36,11 +34,9 @@ from lakeward.erasure.requests.model import (
     Request,
     TargetRow,
     Transition,
-    aware,
     now,
 )
 from lakeward.erasure.requests.schema import (
-    _PG_LOCK_KEY,
     COMPONENT,
     MIGRATIONS,
     leases,
@@ -50,6 +46,7 @@ from lakeward.erasure.requests.schema import (
     transitions,
 )
 from lakeward.errors import InvalidRequest, ResourceNotFound
+from lakeward.sqlstate import as_utc_or_none, migrate, open_engine, writer
 
 LEASE_SECONDS = 120.0
 
@@ -74,7 +71,7 @@ class RequestStore:
 
     def __init__(self, url_or_path: str | Path) -> None:
         self.engine: Engine = open_engine(url_or_path)
-        run_migrations(self.engine, COMPONENT, MIGRATIONS, _PG_LOCK_KEY, "erasure requests")
+        migrate(self.engine, COMPONENT, MIGRATIONS, label="erasure requests")
         self._writer = writer(self.engine)
 
     def close(self) -> None:
@@ -219,7 +216,7 @@ class RequestStore:
         )
         with self.engine.connect() as conn:
             return [
-                Transition(r.from_state, r.to_state, aware(r.at) or now(), r.actor, r.note)
+                Transition(r.from_state, r.to_state, as_utc_or_none(r.at) or now(), r.actor, r.note)
                 for r in conn.execute(query)
             ]
 
@@ -318,7 +315,7 @@ class RequestStore:
                     conn.execute(insert(leases).values(request_id=request_id, owner=owner,
                                                        until=until))  # fmt: skip
                     return True
-                held = row.owner != owner and (aware(row.until) or moment) > moment
+                held = row.owner != owner and (as_utc_or_none(row.until) or moment) > moment
                 if held and _worker_alive(row.owner):
                     return False
                 conn.execute(

@@ -1,0 +1,90 @@
+"""lakeward.sqlstate: versioned migrations per component, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Column, Integer, MetaData, Table, inspect, select, text
+from sqlalchemy.engine import Connection
+
+from lakeward import sqlstate
+from lakeward.errors import ConfigError
+from lakeward.query.model import DataCatalog, WorkGroup
+from lakeward.query.store import COMPONENT as QUERY_COMPONENT
+from lakeward.query.store import Store
+
+metadata = MetaData()
+things = Table("things", metadata, Column("id", Integer, primary_key=True))
+calls: list[str] = []
+
+
+def v1(conn: Connection) -> None:
+    calls.append("v1")
+    metadata.create_all(conn, tables=[things])
+
+
+def v2(conn: Connection) -> None:
+    calls.append("v2")
+    conn.execute(text("ALTER TABLE things ADD COLUMN name VARCHAR(20)"))
+
+
+def test_steps_run_once_and_upgrade_a_database_step_by_step(db: str | Path) -> None:
+    calls.clear()
+    engine = sqlstate.open_engine(db)
+    assert sqlstate.migrate(engine, "things", [v1], label="things") == 0
+    assert sqlstate.migrate(engine, "things", [v1], label="things") == 1  # nothing to do
+    assert calls == ["v1"]
+    assert sqlstate.migrate(engine, "things", [v1, v2], label="things") == 1
+    assert calls == ["v1", "v2"]
+    with engine.connect() as conn:
+        assert {c["name"] for c in inspect(conn).get_columns("things")} == {"id", "name"}
+        assert conn.execute(select(sqlstate.schema_version.c.version)).scalar() == 2
+    engine.dispose()
+
+
+def test_a_newer_database_is_refused_by_name(db: str | Path) -> None:
+    engine = sqlstate.open_engine(db)
+    sqlstate.migrate(engine, "things", [v1, v2], label="things")
+    with pytest.raises(ConfigError, match="things database .* schema version 2, newer"):
+        sqlstate.migrate(engine, "things", [v1], label="things")
+    engine.dispose()
+
+
+def test_a_store_made_before_versions_is_adopted_with_its_rows(db: str | Path) -> None:
+    # The query store's tables as an earlier lakeward made them: create_all, no version.
+    engine = sqlstate.open_engine(db)
+    from lakeward.query import store as query_store
+
+    with sqlstate.writer(engine).begin() as conn:
+        query_store.metadata.create_all(conn)
+        conn.execute(
+            query_store.catalogs.insert().values(
+                name="old", type="HIVE", description="kept", parameters="{}"
+            )
+        )
+    engine.dispose()
+    store = Store(db)
+    assert [c.name for c in store.catalogs()] == ["old"]
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            select(sqlstate.schema_version.c.version).where(
+                sqlstate.schema_version.c.component == QUERY_COMPONENT
+            )
+        ).scalar()
+    assert row == 1
+    store.engine.dispose()
+
+
+def test_the_query_store_keeps_catalogs_and_workgroups_on_both_backends(db: str | Path) -> None:
+    from datetime import UTC, datetime
+
+    store = Store(db)
+    assert store.put_catalog(DataCatalog("lake", "HIVE", "the lake", {"uris": "thrift://x"}))
+    assert not store.put_catalog(DataCatalog("lake", "HIVE", "again", {}))
+    created = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+    store.put_workgroup(WorkGroup(name="analysts", created=created, description="BI"))
+    (group,) = [g for g in store.workgroups() if g.name == "analysts"]
+    assert group.created == created and group.created.tzinfo is not None
+    assert store.delete_catalog("lake") and store.catalogs() == []
+    store.engine.dispose()
