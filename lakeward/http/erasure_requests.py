@@ -18,12 +18,12 @@ Approval pages (the link in the email is the credential):
 from __future__ import annotations
 
 import contextlib
-import html
 import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -33,6 +33,7 @@ from lakeward.erasure.requests import AWAITING_APPROVAL
 from lakeward.erasure.shapes import request_json
 from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.errors import InvalidRequest, LakewardError, LinkRefused
+from lakeward.http.console.base import TEMPLATES
 from lakeward.http.rest import SignedRequest, signed_request
 from lakeward.http.sigv4 import Credentials
 
@@ -45,15 +46,15 @@ class NewRequest(BaseModel):
     dry_run: bool = False
 
 
-def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
-    e = html.escape
-    return HTMLResponse(
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>"
-        "<meta name='referrer' content='no-referrer'></head>"
-        f"<body><h1>{e(title)}</h1>{body}</body></html>",
-        status_code=status,
-        headers={"Cache-Control": "no-store"},
-    )
+_PAGES = Environment(
+    loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]), auto_reload=False
+)
+
+
+def _page(title: str, status: int = 200, **content: Any) -> HTMLResponse:
+    """An approval page (console template ``approval.html``), never cached."""
+    body = _PAGES.get_template("approval.html").render(title=title, **content)
+    return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
 
 
 def erasure_requests_router(
@@ -113,52 +114,46 @@ def erasure_requests_router(
     @router.get("/approval/{request_id}", response_class=HTMLResponse)
     async def confirm_page(request_id: str, token: Annotated[str, Query()] = "") -> HTMLResponse:
         """The page an approval link opens: the request, and a form to confirm."""
-        e = html.escape
         try:
             current, claims = await run_in_threadpool(flow.check_link, request_id, token)
         except LinkRefused as exc:
             return _refused(flow, request_id, exc)
         except LakewardError as exc:
-            return _page("Erasure request", f"<p>{e(exc.message)}</p>", exc.http_status)
+            return _page("Erasure request", exc.http_status, error=exc.message)
         if current.state != AWAITING_APPROVAL:
-            return _page(
-                f"Erasure request {request_id}", f"<p>This request is {e(current.state)}.</p>"
-            )
+            return _page(f"Erasure request {request_id}", state=f"This request is {current.state}.")
         verb = "Approve" if claims.decision == APPROVE else "Reject"
         text = await run_in_threadpool(flow.report_text, request_id)
         return _page(
             f"{verb} erasure request {request_id}?",
-            f"<p>User ids: {e(', '.join(current.user_ids))}</p><pre>{e(text)}</pre>"
-            f"<form method='post' action='/erasure/approval/{e(request_id)}'>"
-            f"<input type='hidden' name='token' value='{e(token)}'>"
-            f"<button type='submit'>{verb} this erasure</button></form>",
+            user_ids=current.user_ids,
+            report=text,
+            request_id=request_id,
+            token=token,
+            verb=verb,
         )
 
     @router.post("/approval/{request_id}", response_class=HTMLResponse)
     async def decide(
         request_id: str, request: Request, token: Annotated[str, Form()] = ""
     ) -> HTMLResponse:
-        e = html.escape
         try:
             principal = signed_in(request)
             current = await run_in_threadpool(flow.decide_by_link, request_id, token, principal)
         except LinkRefused as exc:
             return _refused(flow, request_id, exc)
         except LakewardError as exc:
-            return _page("Erasure request", f"<p>{e(exc.message)}</p>", exc.http_status)
-        return _page(
-            f"Erasure request {request_id}", f"<p>The request is now {e(current.state)}.</p>"
-        )
+            return _page("Erasure request", exc.http_status, error=exc.message)
+        return _page(f"Erasure request {request_id}", state=f"The request is now {current.state}.")
 
     return router
 
 
 def _refused(flow: ErasureWorkflow, request_id: str, exc: LinkRefused) -> HTMLResponse:
-    e = html.escape
     state = ""
     with contextlib.suppress(LakewardError):
-        state = f"<p>The request is {e(flow.store.get(request_id).state)}.</p>"
-    return _page("Approval link refused", f"<p>{e(exc.message)}</p>{state}", exc.http_status)
+        state = f"The request is {flow.store.get(request_id).state}."
+    return _page("Approval link refused", exc.http_status, error=exc.message, state=state)
 
 
 __all__ = ["erasure_requests_router"]
