@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from moto.server import ThreadedMotoServer
 
 from lakeward.config import Settings, load_settings
 from tests.helpers import JHU_DIR, PG_SERVER, lakeward, need, need_java, pg_url
@@ -87,6 +88,26 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
     with psycopg.connect(PG_SERVER, dbname=dbname, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     return pg_url(dbname, schema)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server on a free port of 127.0.0.1, for the whole session: every test of
+    an s3:// code path uses it (no S3-compatible server can be installed here)."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def isolated_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # A developer's own AWS profile or endpoint must not leak into the tests.
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
 
 
 # What a test needs, as markers, so that `-m "not spark"`, `-m postgres` ... select

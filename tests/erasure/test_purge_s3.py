@@ -6,13 +6,11 @@ from __future__ import annotations
 import gzip
 import io
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from moto.server import ThreadedMotoServer
 
 from lakeward.erasure.executors import Executors, Target
 from lakeward.errors import ObjectChangedSincePlan
@@ -24,23 +22,10 @@ GONE = "u-gone"
 USERS = [GONE, "u-a", "u-b", "u-c"]
 
 
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
-def storage(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Storage:
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    root = f"s3://{new_root_bucket(endpoint)}/lake"
-    return load_storage(s3_settings(tmp_path, endpoint, root))
+def storage(s3_endpoint: str, tmp_path: Path, isolated_aws: None) -> Storage:
+    root = f"s3://{new_root_bucket(s3_endpoint)}/lake"
+    return load_storage(s3_settings(tmp_path, s3_endpoint, root))
 
 
 def target(storage: Storage, layer: str, key: str, **extra: object) -> Target:
@@ -86,7 +71,7 @@ def test_an_object_written_after_the_plan_is_not_overwritten_on_s3(storage: Stor
     assert storage.get(BUCKET, "r/b.csv") == b"user_id,n\nu-gone,1\nu-a,2\nu-b,3\n"
 
 
-def test_an_object_uploaded_in_parts_is_purged(storage: Storage, endpoint: str) -> None:
+def test_an_object_uploaded_in_parts_is_purged(storage: Storage, s3_endpoint: str) -> None:
     from lakeward.storage.s3 import S3Storage
     from tests.storage.storage_helpers import s3_client
 
@@ -94,7 +79,7 @@ def test_an_object_uploaded_in_parts_is_purged(storage: Storage, endpoint: str) 
     lines = [json.dumps({"user_id": USERS[i % 4], "pad": "x" * 200, "n": i}).encode()
              for i in range(30_000)]  # fmt: skip
     data = b"\n".join(lines) + b"\n"
-    client = s3_client(endpoint)
+    client = s3_client(s3_endpoint)
     key = f"{storage.base_prefix}{BUCKET}/r/big.jsonl"
     upload = client.create_multipart_upload(Bucket=storage.root_bucket, Key=key)
     part = 5 * 1024 * 1024

@@ -16,7 +16,6 @@ from urllib.parse import quote_plus
 import boto3
 import pytest
 from fastapi.testclient import TestClient
-from moto.server import ThreadedMotoServer
 
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
@@ -144,26 +143,15 @@ def test_unauthenticated_oversized_and_malformed_posts_are_refused(
     eventually(lambda: holdings(service, "h1") == {storage_uri: (1,)}, what="the good record")
 
 
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 def test_events_of_a_real_bucket_index_an_s3_lake(
-    tmp_path: Path, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, s3_endpoint: str, isolated_aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1",
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1",
                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
     client.create_bucket(Bucket="events-lake")
     lake = {
         "root": "s3://events-lake/prefix",
-        "s3_endpoint_url": moto_endpoint,
+        "s3_endpoint_url": s3_endpoint,
         "s3_region": "us-east-1",
         "s3_access_key_id": "testing",
         "s3_secret_access_key": "testing",

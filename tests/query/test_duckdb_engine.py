@@ -14,7 +14,6 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from moto.server import ThreadedMotoServer
 
 from lakeward.errors import QueryCancelled, QueryFailed
 from lakeward.metastore.client import Column
@@ -294,17 +293,13 @@ def test_duckdb_types() -> None:
 
 
 @pytest.fixture(scope="module")
-def s3() -> Iterator[tuple[S3Options, object]]:
+def s3(s3_endpoint: str) -> Iterator[tuple[S3Options, object]]:
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    options = S3Options(f"http://{host}:{port}", "us-east-1", "testing", "testing")
+    options = S3Options(s3_endpoint, "us-east-1", "testing", "testing")
     client = boto3.client("s3", endpoint_url=options.endpoint_url, region_name="us-east-1",
                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
     client.create_bucket(Bucket="lake")
     yield options, client
-    server.stop()
 
 
 def put_parquet(client: object, key: str, data: pa.Table) -> int:

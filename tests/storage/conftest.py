@@ -6,32 +6,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from moto.server import ThreadedMotoServer
 from storage_helpers import RawPut, Recorder, new_root_bucket, s3_client, s3_settings
 
 from lakeward.config import Settings
 from lakeward.storage import Storage, load_storage
 from lakeward.storage.local import LocalStorage
 from lakeward.storage.s3 import S3Storage
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """A moto S3 server on a free port of 127.0.0.1, for the whole session."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def isolated_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    # A developer's own AWS profile or endpoint must not leak into the tests.
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
 
 
 @pytest.fixture(params=["file", "s3"])
