@@ -127,9 +127,9 @@ case "$task" in
     "$VENV/bin/ruff" format --check .
     "$VENV/bin/mypy"
     # The tests that need no Spark run in parallel; those that share the session's
-    # stack (metastore, ETL, server) run after them in one process.
-    run_pytest -n "${LAKEWARD_TEST_WORKERS:-auto}" -m "not spark" "$@"
-    run_pytest -m spark "$@"
+    # stack (metastore, ETL, server), and those marked serial, after them in one process.
+    run_pytest -n "${LAKEWARD_TEST_WORKERS:-auto}" -m "not spark and not serial" "$@"
+    run_pytest -m "spark or serial" "$@"
     [ "$collected" = 1 ] || { echo "dev.sh: no tests were collected" >&2; exit 5; }
     ;;
   bench) install; for b in bench/*.py; do "$VENV/bin/python" "$b"; done ;;

@@ -55,7 +55,11 @@ from lakeward.metastore.client import MetastoreClient  # noqa: E402
 from lakeward.metastore.uris import metastore_uris  # noqa: E402
 from lakeward.query.catalogs import HiveConnector  # noqa: E402
 from lakeward.stack import Stack  # noqa: E402
-from tests.helpers import JHU_DIR, lakeward  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    JHU_DIR,
+    fresh_database,  # noqa: E402
+    lakeward,
+)
 from tests.metastore.chaos import (  # noqa: E402
     DATABASE,
     TABLE,
@@ -67,7 +71,6 @@ from tests.metastore.chaos import (  # noqa: E402
     register_covid_table,
     run_chaos,
 )
-from tests.metastore.conftest import fresh_database  # noqa: E402
 
 TARGET_FAILOVER_MAX = 1.0  # s, with zero failed operations
 TARGET_CACHED_P50 = 0.0002  # s

@@ -15,7 +15,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from lakeward.config import Settings, load_settings
-from tests.helpers import JHU_DIR, PG_SERVER, lakeward, need, need_java, pg_url
+from tests.helpers import JHU_DIR, PG_SERVER, lakeward, need, need_java, pg_url, postgres_database
 
 
 @pytest.fixture(scope="session")
@@ -58,20 +58,8 @@ def postgres_db() -> Iterator[str]:
 
     Skips without a server (fails under CI=true).
     """
-    try:
-        import psycopg
-    except ImportError:
-        need(False, "psycopg is not installed: pip install 'psycopg[binary]'")
-    name = f"lakeward_test_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as e:
-        need(False, f"no PostgreSQL server at 127.0.0.1:5432: {e}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield name
-    with psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with postgres_database() as name:
+        yield name
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

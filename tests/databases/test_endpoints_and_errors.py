@@ -22,6 +22,11 @@ from lakeward.errors import LakewardError
 from tests.databases.conftest import need_engine
 from tests.helpers import lakeward, need
 
+# Managed instances take the first free port from a fixed start (5433, 3307), so
+# these tests run in the one-process phase, not beside each other.
+pytestmark = pytest.mark.serial
+
+
 SERVERS = {
     "postgres": ("127.0.0.1:5432", "postgres"),
     "mariadb": ("127.0.0.1:3306", "root"),

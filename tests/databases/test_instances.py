@@ -25,6 +25,11 @@ from lakeward.stack import Stack
 from tests.databases.conftest import Created, create_instance, need_engine
 from tests.helpers import lakeward
 
+# Managed instances take the first free port from a fixed start (5433, 3307), so
+# these tests run in the one-process phase, not beside each other.
+pytestmark = pytest.mark.serial
+
+
 SETTINGS = {  # what each class must set, as the server reports it
     "postgres": {
         "db.small": ("50", "128MB"),

@@ -10,6 +10,10 @@ from lakeward.config import load_settings
 from lakeward.databases import parse_window
 from lakeward.errors import ConfigError
 
+# Managed instances take the first free port from a fixed start (5433, 3307), so
+# these tests run in the one-process phase, not beside each other.
+pytestmark = pytest.mark.serial
+
 
 def at(day: int, hour: int, minute: int = 0) -> datetime:
     """A moment in the week of Monday 2026-11-16 (day 16 is a Monday, 22 a Sunday)."""

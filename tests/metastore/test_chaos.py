@@ -18,14 +18,14 @@ import pytest
 from lakeward.config import Settings, load_settings
 from lakeward.metastore.uris import metastore_uris
 from lakeward.stack import Stack
-from tests.helpers import lakeward, need_java
+from tests.helpers import fresh_database, lakeward, need_java
 from tests.metastore.chaos import (
     SparkReader,
     expected_totals,
     register_covid_table,
     run_chaos,
 )
-from tests.metastore.conftest import free_ports, fresh_database
+from tests.metastore.conftest import free_ports
 
 pytestmark = pytest.mark.spark  # metastore JVMs and a Spark session
 

@@ -19,8 +19,8 @@ from lakeward.config import Settings, load_settings
 from lakeward.metastore import MetastoreClient, TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.stack import COVID_TABLES
-from tests.helpers import lakeward, need_java, parse_outputs
-from tests.metastore.conftest import ENGINES, fresh_database, metastore_env
+from tests.helpers import fresh_database, lakeward, need_java, parse_outputs
+from tests.metastore.conftest import ENGINES, metastore_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

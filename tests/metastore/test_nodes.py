@@ -27,8 +27,8 @@ from lakeward.metastore.backends.server import ServerBackend
 from lakeward.metastore.node import MetastoreNode
 from lakeward.metastore.uris import metastore_uris
 from lakeward.stack import Stack, pin_settings
-from tests.helpers import IN_CI, lakeward, need, need_java
-from tests.metastore.conftest import ENGINES, fresh_database, metastore_env
+from tests.helpers import IN_CI, fresh_database, lakeward, need, need_java
+from tests.metastore.conftest import ENGINES, metastore_env
 
 pytestmark = pytest.mark.spark  # Java: the metastore runs on the JVM
 
