@@ -3,7 +3,6 @@ dead letters, registered mappers, and lookups that use the user index."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
@@ -13,22 +12,14 @@ from lakeward.config import ErasureDataset, load_settings
 from lakeward.erasure import DatasetMapper, IndexedObject, IndexStore, LocationEntry
 from lakeward.erasure.index.store import pad_sequencer
 from lakeward.erasure.mappers import RelationalMapper, merge_mappers
-from tests.helpers import PG_SERVER, pg_url
 
 URI = "s3://bucket/data/part-0.jsonl"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> IndexStore:
-    if request.param == "sqlite":
-        return IndexStore(tmp_path / "index.db")
-    import psycopg
-
-    dbname = request.getfixturevalue("postgres_db")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_SERVER, dbname=dbname, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    created = IndexStore(pg_url(dbname, schema))
+@pytest.fixture
+def store(request: pytest.FixtureRequest, db: str | Path) -> IndexStore:
+    """The index store on each backend of the shared ``db`` fixture."""
+    created = IndexStore(db)
     request.addfinalizer(created.close)
     return created
 
