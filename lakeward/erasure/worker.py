@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from lakeward.access import Authorizer
@@ -42,6 +42,7 @@ from lakeward.erasure.requests import (
     RequestStore,
     TargetRow,
 )
+from lakeward.erasure.requests.model import now
 from lakeward.erasure.service import ErasureIndexService
 from lakeward.errors import (
     InvalidRequest,
@@ -59,10 +60,6 @@ MAX_RETRY_DELAY = timedelta(minutes=10)
 # record of a batch, and those targets are re-planned (finding nothing) on resume.
 FLUSH_EVERY = 32
 FLUSH_SECONDS = 0.5
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class WorkflowSteps:
@@ -153,11 +150,11 @@ class WorkflowSteps:
         if current.dry_run:
             return False  # a dry run ends with its report
         self.store.move(current.id, REPORT_READY, AWAITING_APPROVAL, WORKER,
-                        next_attempt_at=_now(), attempts=0)  # fmt: skip
+                        next_attempt_at=now(), attempts=0)  # fmt: skip
         return True
 
     def _await_approval(self, current: Request) -> bool:
-        moment = _now()
+        moment = now()
         if current.approval_expires_at is not None and moment >= current.approval_expires_at:
             self.store.move(
                 current.id, AWAITING_APPROVAL, EXPIRED, WORKER, "approval links expired"
@@ -331,7 +328,7 @@ class WorkflowSteps:
     def _write_certificate(self, current: Request, final: str, in_index: int | None = None) -> None:
         rows = self.store.targets(current.id)
         history = self.store.history(current.id)
-        finished = _now().isoformat()
+        finished = now().isoformat()
         prefix = report.report_prefix(current.id)
         try:
             saved = json.loads(self.index.storage.get(self.bucket, prefix + "report.json"))
@@ -366,7 +363,7 @@ class WorkflowSteps:
         self.index.storage.put(self.bucket, prefix + "certificate.json", report.encode(doc))
 
     def _notify_outcome(self, current: Request) -> int:
-        moment = _now()
+        moment = now()
         if current.next_attempt_at is not None and current.next_attempt_at > moment:
             return 0
         config = self.settings.erasure

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from lakeward.access import AllowAll, Authorizer
 from lakeward.access.arns import erasure_request_arn
@@ -51,10 +50,6 @@ REQUEST_ACTION = "erasure:CreateRequest"
 # Requests name data subjects (ids, a contact address): reading them is a permission of its own.
 LIST_ACTION = "erasure:ListRequests"
 GET_ACTION = "erasure:GetRequest"
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class ErasureWorkflow(WorkflowSteps):
