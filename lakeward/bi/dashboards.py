@@ -1,7 +1,8 @@
 """Analyses and dashboards: sheets of visuals over one dataset, published read-only.
 
 An analysis is the editable definition; publishing copies it into a
-dashboard (a new version each time). A viewer's date pickers and multi-selects
+dashboard as a new version, kept with the earlier ones: a dashboard shows one
+version and can go back to an earlier one. A viewer's date pickers and multi-selects
 arrive as filters that replace the saved ones on the same field. Part of
 ``BiService``; kept apart so that each module stays about one thing.
 """
@@ -18,6 +19,7 @@ from lakeward.bi.model import (
     Analysis,
     AnalysisSpec,
     Dashboard,
+    DashboardVersion,
     Dataset,
     DataSource,
     Filter,
@@ -33,7 +35,7 @@ from lakeward.bi.permissions import Caller, Gate
 from lakeward.bi.store import BiStore
 from lakeward.bi.visuals import compute_series, merge_filters
 from lakeward.config import Settings
-from lakeward.errors import ResourceNotFound
+from lakeward.errors import InvalidRequest, ResourceNotFound
 
 Mode = Literal["auto", "extract", "live"]
 
@@ -134,15 +136,52 @@ class AnalysesAndDashboards:
             version, owner = 1, caller.name
         else:
             self.gate.check(caller, "dashboard", dashboard_id, existing.owner, "CreateDashboard")
-            version, owner = existing.version + 1, existing.owner
+            # After going back to an earlier version, the next one still comes after the last.
+            known = [v.version for v in self.store.dashboard_versions(dashboard_id)]
+            version, owner = max([existing.version, *known]) + 1, existing.owner
         dashboard = Dashboard(
             dashboard_id, (name or analysis.spec.name).strip()[:128] or dashboard_id,
             analysis_id, analysis.spec, version, owner, now(),
         )  # fmt: skip
-        if existing is None:
-            self.store.add("dashboard", dashboard)
-        else:
-            self.store.put("dashboard", dashboard)
+        self.store.publish(dashboard, caller.name, new=existing is None)
+        return with_arn(dashboard, "dashboard")
+
+    def list_dashboard_versions(self, principal: str, dashboard_id: str) -> list[DashboardVersion]:
+        """Every published version of the dashboard, oldest first."""
+        caller = self.gate.caller(principal)
+        self.gate.get(
+            caller, "dashboard", dashboard_id, "ListDashboardVersions", self.store.dashboard
+        )
+        return self.store.dashboard_versions(dashboard_id)
+
+    def set_dashboard_version(self, principal: str, dashboard_id: str, version: int) -> Dashboard:
+        """Show an earlier (or later) published version again, as QuickSight's
+        UpdateDashboardPublishedVersion does; no version is made or lost."""
+        caller = self.gate.caller(principal)
+        dashboard = self.gate.get(
+            caller, "dashboard", dashboard_id, "UpdateDashboardPublishedVersion",
+            self.store.dashboard,
+        )  # fmt: skip
+        found = next(
+            (v for v in self.store.dashboard_versions(dashboard_id) if v.version == version), None
+        )
+        if found is None:
+            raise ResourceNotFound(f"dashboard {dashboard_id} has no version {version}")
+        dashboard.version, dashboard.name = found.version, found.name
+        dashboard.analysis_id, dashboard.definition = found.analysis_id, found.definition
+        dashboard.published = found.published
+        self.store.put("dashboard", dashboard)
+        return with_arn(dashboard, "dashboard")
+
+    def rename_dashboard(self, principal: str, dashboard_id: str, name: str) -> Dashboard:
+        caller = self.gate.caller(principal)
+        dashboard = self.gate.get(
+            caller, "dashboard", dashboard_id, "UpdateDashboard", self.store.dashboard
+        )
+        if not name.strip() or len(name) > 128:
+            raise InvalidRequest("name: give 1 to 128 characters")
+        dashboard.name = name.strip()
+        self.store.put("dashboard", dashboard)
         return with_arn(dashboard, "dashboard")
 
     # -- dashboards ---------------------------------------------------------

@@ -155,6 +155,28 @@ class Category(_Spec):
 Filter = Annotated[TimeRange | Category, Field(discriminator="type")]
 
 
+class NumberFormat(_Spec):
+    """How a field's numbers are shown in axes, tooltips, value labels and tables."""
+
+    style: Literal["number", "percent"] = "number"
+    decimals: int | None = Field(default=None, ge=0, le=10, description="None: as needed")
+    thousands: bool = Field(default=True, description="Group thousands: 1,234,567")
+
+
+class Sort(_Spec):
+    """A bar chart's order: by the bars' values or by their labels."""
+
+    by: Literal["value", "label"] = "value"
+    order: Literal["asc", "desc"] = "desc"
+
+
+# Options that only some chart types draw, and which types those are.
+TYPE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "sort": ("bar",), "top_n": ("bar", "map"), "other": ("bar",),
+    "value_labels": ("bar", "line"), "x_title": ("bar", "line"), "y_title": ("bar", "line"),
+}  # fmt: skip
+
+
 class Visual(_Spec):
     """One chart. Which fields a type needs:
 
@@ -162,6 +184,10 @@ class Visual(_Spec):
     - ``line``: ``x`` (date/timestamp), ``y`` (measure), optional ``color`` (one line per value)
     - ``bar``: ``x`` (dimension), ``y`` (measure), optional ``color``
     - ``table``: ``columns`` (fields shown, rows as they are), optional ``limit``
+
+    Presentation: ``sort`` and ``top_n`` (the N largest by the measure, the rest left
+    out or, with ``other``, summed up as one "Other" bar), axis titles (the field
+    names unless given), ``formats`` per field, ``value_labels`` on bars and points.
     """
 
     id: str = Field(pattern=ID_PATTERN)
@@ -177,6 +203,13 @@ class Visual(_Spec):
     columns: list[FieldName] = Field(default_factory=list, max_length=100)
     limit: int = Field(default=1000, ge=1, le=100_000)
     filters: list[Filter] = Field(default_factory=list)
+    sort: Sort | None = None
+    top_n: int | None = Field(default=None, ge=1, le=1000)
+    other: bool = Field(default=False, description="With top_n: the rest as one Other bar")
+    x_title: str = Field(default="", max_length=128)
+    y_title: str = Field(default="", max_length=128)
+    formats: dict[FieldName, NumberFormat] = Field(default_factory=dict, max_length=100)
+    value_labels: bool = False
 
     @model_validator(mode="after")
     def _fields_for_type(self) -> Visual:
@@ -185,6 +218,13 @@ class Visual(_Spec):
         missing = [name for name in needed if not getattr(self, name)]
         if missing:
             raise ValueError(f"a {self.type} visual needs {' and '.join(missing)}")
+        for option, types in TYPE_OPTIONS.items():
+            if getattr(self, option) and self.type not in types:
+                raise ValueError(
+                    f"{option} applies to {' and '.join(types)} visuals, not to a {self.type}"
+                )
+        if self.other and self.top_n is None:
+            raise ValueError("other needs top_n (the bars beyond the top N make up Other)")
         return self
 
 
@@ -376,6 +416,25 @@ class Dashboard(_Record):
     arn: str = ""
 
 
+@dataclass
+class DashboardVersion:
+    """One published version of a dashboard; the dashboard shows one of them."""
+
+    dashboard_id: str
+    version: int
+    name: str
+    analysis_id: str | None
+    definition: AnalysisSpec
+    publisher: str
+    published: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = _jsonable(
+            {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "definition"}
+        )
+        return out
+
+
 @dataclass(frozen=True)
 class Series:
     """What a visual shows, computed from the extract or live.
@@ -385,7 +444,8 @@ class Series:
     - map: ``{"points": [{"color", "lat", "lon", "size", "tooltip": {field: value}}],
       "unmapped_rows": n}``
     - line/bar: ``{"series": [{"name", "x": [...], "y": [...]}]}`` (``name`` is the color
-      value, or the y field when there is no color)
+      value, or the y field when there is no color); a bar chart adds ``categories``,
+      its x values in the visual's order
     - table: ``{"columns": [...], "rows": [[...]]}``
     """
 

@@ -33,9 +33,11 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "analysis": ("CreateAnalysis", "DescribeAnalysis", "QueryAnalysis", "UpdateAnalysis",
                  "DeleteAnalysis", "UpdateAnalysisPermissions"),
     "dashboard": ("CreateDashboard", "DescribeDashboard", "QueryDashboard",
-                  "DeleteDashboard", "UpdateDashboardPermissions"),
+                  "ListDashboardVersions", "UpdateDashboard",
+                  "UpdateDashboardPublishedVersion", "DeleteDashboard",
+                  "UpdateDashboardPermissions"),
 }  # fmt: skip
-VIEWER_VERBS = ("Describe", "Pass", "Query")
+VIEWER_VERBS = ("Describe", "Pass", "Query", "List")
 NOUNS = {"datasource": "DataSource", "dataset": "DataSet", "analysis": "Analysis",
          "dashboard": "Dashboard"}  # fmt: skip
 
@@ -101,6 +103,18 @@ class Gate:
         if decision.decision == "explicitDeny":
             return False
         return decision.allowed or self.role_of(caller, kind, resource_id, owner) is not None
+
+    def may(self, caller: Caller, kind: Kind, resource_id: str, owner: str, action: str) -> bool:
+        """Whether ``check`` would allow ``action`` (asked without an audit record: for
+        offering a button; the click is checked, and audited, by ``check``)."""
+        decision = self.access.decide(
+            caller.identity, f"quicksight:{action}", quicksight_arn(kind, resource_id)
+        )
+        if decision.decision == "explicitDeny":
+            return False
+        role = self.role_of(caller, kind, resource_id, owner)
+        shared = role == "owner" or (role == "viewer" and action.startswith(VIEWER_VERBS))
+        return decision.allowed or shared
 
     def listed(self, principal: str, kind: Kind) -> list[Any]:
         """The objects of a kind the caller may see, with their ARNs."""

@@ -35,6 +35,7 @@ LINE_COUNTRIES = ["US", "Italy", "India", "Brazil", "Spain", "United Kingdom"]
 ROLE_POLICIES = ["HiveMetastoreDataSourceAccessPolicy", "DataBucketReadAccessPolicy"]
 ROLE_ATHENA_POLICY = "BiServiceAthenaAccess"
 AUTHOR_POLICY = "BiAuthorAccessPolicy"
+RATE_FORMAT = {"style": "percent", "decimals": 2}  # the map's tooltip as the line's axis
 
 
 def covid_sql() -> str:
@@ -113,6 +114,7 @@ def dashboard_spec() -> AnalysisSpec:
                             "size": "confirmed",
                             "color": "country",
                             "tooltips": ["confirmed", "deaths", "recovered", "mortality_rate"],
+                            "formats": {"mortality_rate": RATE_FORMAT},
                             "filters": [
                                 {
                                     "type": "time_range",
@@ -131,6 +133,8 @@ def dashboard_spec() -> AnalysisSpec:
                             "color": "country",
                             "aggregation": "avg",
                             "limit": 100_000,
+                            "y_title": "Mortality rate",
+                            "formats": {"mortality_rate": RATE_FORMAT},
                             "filters": [
                                 {"type": "category", "field": "country", "values": LINE_COUNTRIES}
                             ],

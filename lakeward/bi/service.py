@@ -53,6 +53,7 @@ from lakeward.bi.model import (
     with_arn,
 )
 from lakeward.bi.permissions import NOUNS, Caller, Gate
+from lakeward.bi.sources import DataSources
 from lakeward.bi.store import BiStore
 from lakeward.bi.visuals import compute_series
 from lakeward.config import Settings
@@ -79,7 +80,7 @@ class Preview:
         return dict(self.__dict__)
 
 
-class BiService(AnalysesAndDashboards):
+class BiService(DataSources, AnalysesAndDashboards):
     """The BI core; the HTTP API, the console and ``lakeward up`` call it."""
 
     def __init__(
@@ -116,75 +117,6 @@ class BiService(AnalysesAndDashboards):
         if self._scheduler is not None:
             self._scheduler.join(timeout=5)
         self.store.close()
-
-    # -- data sources -------------------------------------------------------
-
-    def list_data_sources(self, principal: str) -> list[DataSource]:
-        found: list[DataSource] = self.gate.listed(principal, "datasource")
-        return found
-
-    def create_data_source(
-        self, principal: str, source_id: str, name: str, catalog: str, workgroup: str = "primary"
-    ) -> DataSource:
-        """A data source over a catalog of the SQL service; validate it to use it."""
-        caller = self.gate.caller(principal)
-        check_id("data source id", source_id)
-        if not name.strip() or len(name) > 128:
-            raise InvalidRequest("name: give 1 to 128 characters")
-        self.gate.create(caller, "datasource", source_id)
-        if catalog.lower() not in {c.lower() for c in self.queries.catalogs.names()}:
-            raise InvalidRequest(f"catalog: the SQL service has no catalog {catalog!r}")
-        if workgroup not in {g.name for g in self.queries.store.workgroups()}:
-            raise InvalidRequest(f"workgroup: the SQL service has no workgroup {workgroup!r}")
-        source = DataSource(source_id, name.strip(), catalog.lower(), workgroup, caller.name, now())
-        self.store.add("datasource", source)
-        return with_arn(source, "datasource")
-
-    def get_data_source(self, principal: str, source_id: str) -> DataSource:
-        caller = self.gate.caller(principal)
-        source = self.gate.get(
-            caller, "datasource", source_id, "DescribeDataSource", self.store.data_source
-        )
-        return with_arn(source, "datasource")
-
-    def delete_data_source(self, principal: str, source_id: str) -> None:
-        caller = self.gate.caller(principal)
-        self.gate.get(caller, "datasource", source_id, "DeleteDataSource", self.store.data_source)
-        users = [d.id for d in self.store.all("dataset") if d.spec.data_source_id == source_id]
-        if users:
-            raise InvalidRequest(
-                f"data source {source_id} is used by dataset(s) {', '.join(users)}; "
-                "delete them first"
-            )
-        self.store.delete("datasource", source_id)
-
-    def validate_data_source(self, principal: str, source_id: str) -> DataSource:
-        """Run a test query as the BI role; record and return VALID or INVALID with the reason.
-
-        The test lists the catalog's databases and reads one row of a table, so
-        both ``lakeward:UseCatalog`` and ``s3:GetObject`` on the data are tried.
-        """
-        caller = self.gate.caller(principal)
-        source = self.gate.get(
-            caller, "datasource", source_id, "UpdateDataSource", self.store.data_source
-        )
-        try:
-            self.role_queries.run(source, f'SHOW DATABASES IN "{source.catalog}"')
-            table = self.role_queries.any_table(source)
-            if table is not None:
-                self.role_queries.run(source, f'SELECT * FROM "{source.catalog}".{table} LIMIT 1')
-            source.status, source.status_message = "VALID", "the test query succeeded"
-        except LakewardError as exc:
-            source.status, source.status_message = "INVALID", exc.message
-        source.validated = now()
-        self.store.put("datasource", source)
-        return with_arn(source, "datasource")
-
-    def _usable_source(self, caller: Caller, source_id: str) -> DataSource:
-        source = self.gate.get(
-            caller, "datasource", source_id, "PassDataSource", self.store.data_source
-        )
-        return source
 
     # -- datasets -----------------------------------------------------------
 
@@ -241,11 +173,12 @@ class BiService(AnalysesAndDashboards):
     def delete_dataset(self, principal: str, dataset_id: str) -> None:
         caller = self.gate.caller(principal)
         self.gate.get(caller, "dataset", dataset_id, "DeleteDataSet", self.store.dataset)
-        users = [a.id for a in self.store.all("analysis") if a.spec.dataset_id == dataset_id]
-        users += [
+        analyses = [a.id for a in self.store.all("analysis") if a.spec.dataset_id == dataset_id]
+        dashboards = [
             d.id for d in self.store.all("dashboard") if d.definition.dataset_id == dataset_id
         ]
-        if users:
+        if analyses or dashboards:
+            users = [f"analysis {i}" for i in analyses] + [f"dashboard {i}" for i in dashboards]
             raise InvalidRequest(
                 f"dataset {dataset_id} is used by {', '.join(users)}; delete those first"
             )
@@ -471,6 +404,14 @@ class BiService(AnalysesAndDashboards):
                 raise InvalidRequest(f"shares: there is no {kind_of} {name}")
         self.store.set_shares(kind, resource_id, parsed)
         return self.get_permissions(principal, kind, resource_id)
+
+    def may(
+        self, principal: str, kind: Kind, resource_id: str, owner: str
+    ) -> Callable[[str], bool]:
+        """Which actions on an object to offer the caller (``may("DeleteDataSet")``); each
+        is checked again, and audited, when asked for."""
+        caller = self.gate.caller(principal)
+        return lambda action: self.gate.may(caller, kind, resource_id, owner, action)
 
     def _load_any(self, caller: Caller, kind: Kind, resource_id: str, verb: str,
                   suffix: str = "") -> str:  # fmt: skip

@@ -40,6 +40,7 @@ from lakeward.bi.model import (
     AnalysisSpec,
     ConversionIssue,
     Dashboard,
+    DashboardVersion,
     Dataset,
     DatasetSpec,
     DataSource,
@@ -117,6 +118,18 @@ dashboards = Table(
     Column("published", DateTime(timezone=True), nullable=False),
 )
 
+dashboard_versions = Table(
+    "bi_dashboard_versions",
+    metadata,
+    Column("dashboard_id", String(128), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("name", String(128), nullable=False),
+    Column("analysis_id", String(128)),
+    Column("definition", Text, nullable=False),
+    Column("publisher", String(64), nullable=False),
+    Column("published", DateTime(timezone=True), nullable=False),
+)
+
 permissions = Table(
     "bi_permissions",
     metadata,
@@ -132,7 +145,25 @@ def _v1(conn: Connection) -> None:
     metadata.create_all(conn)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1]
+def _v2(conn: Connection) -> None:
+    """Every published version kept: the versions table, with each dashboard's current one."""
+    dashboard_versions.create(conn, checkfirst=True)  # v1 made it on a database made now
+    for row in conn.execute(select(dashboards)).mappings():
+        known = select(dashboard_versions.c.version).where(
+            dashboard_versions.c.dashboard_id == row["id"],
+            dashboard_versions.c.version == row["version"],
+        )
+        if conn.execute(known).first() is None:
+            conn.execute(
+                insert(dashboard_versions).values(
+                    dashboard_id=row["id"], version=row["version"], name=row["name"],
+                    analysis_id=row["analysis_id"], definition=row["definition"],
+                    publisher=row["owner"], published=row["published"],
+                )
+            )  # fmt: skip
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
 
 
 def _columns(text: str) -> list[DatasetColumn]:
@@ -151,6 +182,8 @@ _RECORDS: dict[str, tuple[Table, type[Any], dict[str, Callable[[str], Any]]]] = 
     "extract": (extracts, Extract, {"issues": _issues}),
     "analysis": (analyses, Analysis, {"spec": AnalysisSpec.model_validate_json}),
     "dashboard": (dashboards, Dashboard, {"definition": AnalysisSpec.model_validate_json}),
+    "dashboard_version": (dashboard_versions, DashboardVersion,
+                          {"definition": AnalysisSpec.model_validate_json}),
 }  # fmt: skip
 
 
@@ -241,7 +274,49 @@ class BiStore:
             )
             if kind == "dataset":
                 conn.execute(delete(extracts).where(extracts.c.dataset_id == resource_id))
+            if kind == "dashboard":
+                conn.execute(
+                    delete(dashboard_versions).where(
+                        dashboard_versions.c.dashboard_id == resource_id
+                    )
+                )
         return gone
+
+    # -- dashboard versions -------------------------------------------------
+
+    def publish(self, dashboard: Dashboard, publisher: str, *, new: bool) -> None:
+        """Keep ``dashboard`` as a version of its own and make it the one shown, at once."""
+        version = DashboardVersion(
+            dashboard.id, dashboard.version, dashboard.name, dashboard.analysis_id,
+            dashboard.definition, publisher, dashboard.published,
+        )  # fmt: skip
+        try:
+            with self._writer.begin() as conn:
+                if new:
+                    conn.execute(insert(dashboards).values(**_encode(dashboards, dashboard)))
+                else:
+                    conn.execute(
+                        update(dashboards).where(dashboards.c.id == dashboard.id)
+                        .values(**_encode(dashboards, dashboard))
+                    )  # fmt: skip
+                conn.execute(
+                    insert(dashboard_versions).values(**_encode(dashboard_versions, version))
+                )
+        except IntegrityError:
+            raise InvalidRequest(
+                f"dashboard {dashboard.id} version {dashboard.version} was published a moment "
+                "ago by another request; publish again"
+            ) from None
+
+    def dashboard_versions(self, dashboard_id: str) -> list[DashboardVersion]:
+        query = (
+            select(dashboard_versions)
+            .where(dashboard_versions.c.dashboard_id == dashboard_id)
+            .order_by(dashboard_versions.c.version)
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [_decode("dashboard_version", row) for row in rows]
 
     # Typed shorthands, used as loaders by the permission checks.
 

@@ -92,6 +92,8 @@ def compute_series(
 ) -> Series:
     """The data ``visual`` shows over ``table`` after ``filters`` (visual's own merged in)."""
     fields = _Fields(columns, visual)
+    for name in visual.formats:
+        fields.get("formats", name, _NUMERIC)
     where, params = _where(fields, merge_filters(filters, visual.filters))
     measure_kinds = () if visual.aggregation == "count" else _NUMERIC
     conn = duckdb.connect()
@@ -130,7 +132,8 @@ def _map(
         select.append(f"{agg}({quote(tip.name)})")
     sql = (
         f"SELECT {', '.join(select)} FROM d WHERE {where} AND {geo} IS NOT NULL "
-        f"GROUP BY {', '.join(groups)} ORDER BY 3 DESC NULLS LAST LIMIT {visual.limit}"
+        f"GROUP BY {', '.join(groups)} ORDER BY 3 DESC NULLS LAST "
+        f"LIMIT {min(visual.limit, visual.top_n or visual.limit)}"
     )
     points = []
     for row in conn.execute(sql, params).fetchall():
@@ -153,9 +156,12 @@ def _xy(
     y = fields.get("y", visual.y, measure_kinds)
     color = fields.get("color", visual.color) if visual.color else None
     color_sql = quote(color.name) if color is not None else "NULL"
+    where = f"{where} AND {quote(x.name)} IS NOT NULL"
+    measure = _aggregate(visual.aggregation, y)
+    bucket, where, params = _top(conn, x, visual, measure, where, params)
     sql = (
-        f"SELECT {color_sql} AS series, {quote(x.name)} AS x, {_aggregate(visual.aggregation, y)} "
-        f"FROM d WHERE {where} AND {quote(x.name)} IS NOT NULL GROUP BY ALL "
+        f"SELECT {color_sql} AS series, {bucket} AS x, {measure} "
+        f"FROM d WHERE {where} GROUP BY ALL "
         f"ORDER BY series NULLS FIRST, x LIMIT {visual.limit}"
     )
     series: dict[str, dict[str, Any]] = {}
@@ -165,7 +171,65 @@ def _xy(
         entry = series.setdefault(label, {"name": label, "x": [], "y": []})
         entry["x"].append(_json(x_value))
         entry["y"].append(_json(y_value))
-    return {"series": list(series.values())}, len(rows)
+    data: dict[str, Any] = {"series": list(series.values())}
+    if visual.type == "bar":
+        totals = conn.execute(
+            f"SELECT {bucket} AS x, {measure} FROM d WHERE {where} GROUP BY ALL", params
+        ).fetchall()
+        order = _ordered([(_json(k), _json(v)) for k, v in totals], visual)
+        rank = {key: i for i, key in enumerate(order)}
+        for entry in data["series"]:
+            pairs = sorted(zip(entry["x"], entry["y"], strict=True), key=lambda p: rank[p[0]])
+            entry["x"], entry["y"] = [p[0] for p in pairs], [p[1] for p in pairs]
+        data["categories"] = order
+    return data, len(rows)
+
+
+OTHER = "Other"
+
+
+def _top(
+    conn: duckdb.DuckDBPyConnection, x: Column, visual: Visual, measure: str, where: str,
+    params: list[Any],
+) -> tuple[str, str, list[Any]]:  # fmt: skip
+    """The x expression and filter of a top-N chart: the N categories with the largest
+    measure (over every colour), the rest left out or, with ``other``, one Other bar."""
+    name = quote(x.name)
+    if visual.top_n is None:
+        return name, where, params
+    kept = [
+        row[0]
+        for row in conn.execute(
+            f"SELECT {name} FROM d WHERE {where} GROUP BY 1 "
+            f"ORDER BY {measure} DESC NULLS LAST, 1 LIMIT {visual.top_n}",
+            params,
+        ).fetchall()
+    ]
+    if not kept:
+        return name, where, params
+    marks = ", ".join("?" for _ in kept)
+    if not visual.other:
+        return name, f"{where} AND {name} IN ({marks})", [*params, *kept]
+    # Other is text, so the kept categories are shown as text too. The bucket stands in
+    # the select list, before the WHERE clause: its parameters bind first.
+    bucket = f"CASE WHEN {name} IN ({marks}) THEN CAST({name} AS VARCHAR) ELSE '{OTHER}' END"
+    return bucket, where, [*kept, *params]
+
+
+def _ordered(totals: list[tuple[Any, Any]], visual: Visual) -> list[Any]:
+    """Category labels in the visual's order (labels ascending unless sorted); Other last."""
+    sort = visual.sort
+    descending = sort is not None and sort.order == "desc"
+    if sort is not None and sort.by == "value":
+        # Ties in label order either way, as top_n breaks them.
+        present = sorted((t for t in totals if t[1] is not None), key=lambda t: _label_key(t[0]))
+        present.sort(key=lambda t: t[1], reverse=descending)
+        keys = [k for k, _v in present] + [k for k, v in totals if v is None]
+    else:
+        keys = sorted((k for k, _v in totals), key=_label_key, reverse=descending)
+    if visual.other:
+        keys = [k for k in keys if k != OTHER] + [k for k in keys if k == OTHER]
+    return keys
 
 
 def _table(
@@ -183,6 +247,13 @@ def _table(
     sql = f"SELECT {', '.join(select)} FROM d WHERE {where} LIMIT {visual.limit}"
     rows = [[_json(v) for v in row] for row in conn.execute(sql, params).fetchall()]
     return {"columns": [c.name for c in shown], "rows": rows}, len(rows)
+
+
+def _label_key(value: Any) -> tuple[int, Any]:
+    """Numbers in numeric order, before text (dates are ISO text: in date order)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, value)
+    return (1, str(value))
 
 
 def _json(value: Any) -> Any:

@@ -91,6 +91,18 @@ def bi_router(service: BiService, sessions: Sessions) -> APIRouter:
     def get_data_source(who: User, source_id: str) -> dict[str, Any]:
         return service.get_data_source(who, source_id).to_json()
 
+    @router.put("/data-sources/{source_id}")
+    def update_data_source(who: User, source_id: str, body: JsonBody) -> dict[str, Any]:
+        """Body: any of ``{"name", "catalog", "workgroup"}``; a new catalog needs validating."""
+        body.pop("id", None)
+        unknown = set(body) - {"name", "catalog", "workgroup"}
+        if unknown:
+            raise InvalidRequest(f"unknown field(s): {', '.join(sorted(unknown))}")
+        for key, value in body.items():
+            if not isinstance(value, str):
+                raise InvalidRequest(f"{key}: a string")
+        return service.update_data_source(who, source_id, **body).to_json()
+
     @router.delete("/data-sources/{source_id}")
     def delete_data_source(who: User, source_id: str) -> dict[str, str]:
         service.delete_data_source(who, source_id)
@@ -213,6 +225,22 @@ def bi_router(service: BiService, sessions: Sessions) -> APIRouter:
     @router.get("/dashboards/{dashboard_id}")
     def get_dashboard(who: User, dashboard_id: str) -> dict[str, Any]:
         return service.get_dashboard(who, dashboard_id).to_json()
+
+    @router.put("/dashboards/{dashboard_id}")
+    def rename_dashboard(who: User, dashboard_id: str, body: JsonBody) -> dict[str, Any]:
+        """Body: ``{"name"}`` (the definition changes by publishing the analysis again)."""
+        if set(body) - {"name", "id"} or not isinstance(body.get("name"), str):
+            raise InvalidRequest('give {"name": "..."}; publish the analysis to change the rest')
+        return service.rename_dashboard(who, dashboard_id, body["name"]).to_json()
+
+    @router.get("/dashboards/{dashboard_id}/versions")
+    def dashboard_versions(who: User, dashboard_id: str) -> list[dict[str, Any]]:
+        return [v.to_json() for v in service.list_dashboard_versions(who, dashboard_id)]
+
+    @router.put("/dashboards/{dashboard_id}/versions/{version}")
+    def set_dashboard_version(who: User, dashboard_id: str, version: int) -> dict[str, Any]:
+        """Show this published version (go back to an earlier one, or forward again)."""
+        return service.set_dashboard_version(who, dashboard_id, version).to_json()
 
     @router.delete("/dashboards/{dashboard_id}")
     def delete_dashboard(who: User, dashboard_id: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import insert, text
 
 from lakeward.bi.model import (
     AnalysisSpec,
@@ -20,8 +20,9 @@ from lakeward.bi.model import (
     Extract,
     Share,
 )
-from lakeward.bi.store import BiStore
+from lakeward.bi.store import MIGRATIONS, BiStore, dashboards
 from lakeward.errors import InvalidRequest
+from lakeward.sqlstate import migrate, open_engine
 
 
 def test_records_round_trip_and_the_schema_is_versioned(db: str | Path) -> None:
@@ -65,6 +66,45 @@ def test_records_round_trip_and_the_schema_is_versioned(db: str | Path) -> None:
         assert again.dataset("d") is None and not again.delete("dataset", "d")
         with again.engine.connect() as conn:
             versions = conn.execute(text("SELECT component, version FROM schema_version")).all()
-        assert [tuple(v) for v in versions] == [("bi", 1)]
+        assert [tuple(v) for v in versions] == [("bi", 2)]
     finally:
         again.close()
+
+
+def test_published_versions_are_kept_and_a_v1_database_keeps_its_dashboards(
+    db: str | Path,
+) -> None:
+    when = datetime(2021, 1, 1, tzinfo=UTC)
+    analysis = AnalysisSpec.model_validate({"name": "a", "dataset_id": "d", "sheets": [
+        {"id": "s", "visuals": [{"id": "t", "type": "table", "columns": ["one"]}]}]})  # fmt: skip
+    # A database made before versions were kept: one dashboard at its version 3.
+    engine = open_engine(db)
+    migrate(engine, "bi", MIGRATIONS[:1], label="BI")
+    with engine.begin() as conn:
+        conn.execute(insert(dashboards).values(
+            id="b", name="Board", analysis_id="a", definition=analysis.model_dump_json(),
+            version=3, owner="de_user", published=when))  # fmt: skip
+    engine.dispose()
+    store = BiStore(db)
+    try:
+        (kept,) = store.dashboard_versions("b")
+        assert (kept.version, kept.name, kept.publisher, kept.definition) == (
+            3,
+            "Board",
+            "de_user",
+            analysis,
+        )
+        renamed = analysis.model_copy(update={"name": "a2"})
+        store.publish(Dashboard("b", "Board 2", "a", renamed, 4, "de_user", when), "root",
+                      new=False)  # fmt: skip
+        assert [(v.version, v.publisher) for v in store.dashboard_versions("b")] == [
+            (3, "de_user"),
+            (4, "root"),
+        ]
+        shown = store.dashboard("b")
+        assert shown is not None and (shown.version, shown.definition) == (4, renamed)
+        with pytest.raises(InvalidRequest, match="version 4 was published a moment ago"):
+            store.publish(Dashboard("b", "Board 2", "a", renamed, 4, "u", when), "u", new=False)
+        assert store.delete("dashboard", "b") and store.dashboard_versions("b") == []
+    finally:
+        store.close()
