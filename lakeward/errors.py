@@ -14,6 +14,7 @@ code the CLI ends with. Nothing else should reach a user as a stack trace.
     │   └── TableNotFound
     ├── JavaError                Java is missing or too old
     ├── StackError               the stack's processes (start, stop, ports, pid files)
+    │   └── Unavailable          a part of the server is restarting; try again
     ├── InputError               input data does not have the expected layout
     │   ├── Unparseable          an object the erasure indexer cannot read as its format
     │   └── ObjectKeptChanging   an object that changed during every attempt to index it
@@ -88,6 +89,12 @@ class JavaError(LakewardError):
 
 class StackError(LakewardError):
     exit_code = 3
+
+
+class Unavailable(StackError):
+    """A part of the server is (re)starting: the same call succeeds again shortly."""
+
+    http_status = 503
 
 
 class InputError(LakewardError):

@@ -295,6 +295,15 @@ class Stack:
         healthy = pid is not None and self._server_healthy()
         state = "stopped" if pid is None else "running" if healthy else "unhealthy"
         result.append(ComponentStatus("server", state, f"{self.server_url()} pid {pid}"))
+        if pid is not None:
+            from lakeward.http.supervisor import read_workers
+
+            for worker in read_workers(self.settings):
+                detail = f"{worker['state']}, pid {worker['pid']}, restarts {worker['restarts']}"
+                worker_state = "running" if worker["state"] == "running" else "unhealthy"
+                result.append(
+                    ComponentStatus(f"server worker {worker['index']}", worker_state, detail)
+                )
         return result
 
     def stop_metastore(self) -> dict[str, bool]:

@@ -103,20 +103,23 @@ def serve(
     data_dir: DataDir = None,
     host: Annotated[str | None, typer.Option(help="Address to bind")] = None,
     port: Annotated[int | None, typer.Option(help="Port to bind")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Worker processes (server.workers)", show_default="one per CPU core"),
+    ] = None,
 ) -> None:
     """Run the HTTP server in the foreground (`up` runs it in the background)."""
-    import uvicorn
+    import logging
 
-    from lakeward.http import create_app
+    from lakeward.http.supervisor import Supervisor
     from lakeward.stack import SERVER_PORT
 
-    settings = settings_for(data_dir, overrides={"server.host": host, "server.port": port})
-    uvicorn.run(
-        create_app(settings),
-        host=settings.server.host,
-        port=settings.server.port or SERVER_PORT,
-        log_level="warning",
+    settings = settings_for(
+        data_dir,
+        overrides={"server.host": host, "server.port": port, "server.workers": workers},
     )
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    Supervisor(settings, settings.server.port or SERVER_PORT).run()
 
 
 @etl_app.command("covid")

@@ -168,6 +168,13 @@ class ServerSettings(_Section):
     port: int | None = Field(
         default=None, ge=1, le=65535, description="HTTP port; None picks 8950 or the next free"
     )
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="HTTP worker processes behind the port (`lakeward serve`); "
+        "None: one per CPU core",
+    )
 
 
 class ApiSettings(_Section):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -17,21 +15,31 @@ from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.errors import LakewardError
 from lakeward.http.athena import athena_router
 from lakeward.http.auth import auth_router, load_sessions
+from lakeward.http.background import Background
 from lakeward.http.bi import bi_router
 from lakeward.http.console import install_console
 from lakeward.http.erasure import erasure_router
 from lakeward.http.erasure_requests import erasure_requests_router
 from lakeward.http.errors import error_response, invalid_request
-from lakeward.http.events import events_router
+from lakeward.http.events import EventSink, events_router
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query.service import QueryService
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """The server's application over the stack's state."""
+def create_app(
+    settings: Settings, *, process: str | None = None, relay: EventSink | None = None
+) -> FastAPI:
+    """The server's application over the stack's state.
+
+    Alone (tests, one process), it also runs the background services
+    (background.py). A worker of ``lakeward serve`` passes ``process``, its name
+    among the processes sharing the SQL service's state, and ``relay``, where
+    the webhook's notifications go: the supervisor runs the background services.
+    """
+    alone = relay is None
     access = AccessControl(settings)
-    service = QueryService(settings, access=access, owner=True)
+    service = QueryService(settings, access=access, owner=alone, process=process)
     app = FastAPI(
         title="lakeward",
         version=__version__,
@@ -66,7 +74,7 @@ def create_app(settings: Settings) -> FastAPI:
     sessions = load_sessions(access)
     app.include_router(auth_router(access, sessions))
     install_console(app, access, service, sessions)
-    bi = BiService(settings, access, service, owner=True)
+    bi = BiService(settings, access, service, owner=alone)
     app.state.bi_service = bi
     app.router.add_event_handler("shutdown", bi.close)
     app.include_router(bi_router(bi, sessions))
@@ -75,21 +83,13 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(erasure_router(erasure, access))
     erasure_flow = ErasureWorkflow(settings, index=erasure, access=access)
     app.state.erasure_workflow = erasure_flow  # the console's erasure pages use it
-    if settings.erasure.run_worker:
-        # Approvals arrive here, so the server also takes the steps that follow them.
-        stop_worker = threading.Event()
-        worker = threading.Thread(
-            target=erasure_flow.run_forever, args=(stop_worker,), name="erasure-worker"
-        )
-        app.router.add_event_handler("startup", worker.start)
-
-        def stop_erasure_worker() -> None:
-            stop_worker.set()
-            worker.join(timeout=60)
-
-        app.router.add_event_handler("shutdown", stop_erasure_worker)
+    if relay is None:
+        background = Background(settings, access, service, bi=bi, workflow=erasure_flow)
+        app.router.add_event_handler("startup", background.start)
+        app.router.add_event_handler("shutdown", background.stop)
+        relay = background.indexer
     app.router.add_event_handler("shutdown", erasure_flow.close)
     app.include_router(erasure_requests_router(erasure_flow, access, sessions))
-    app.include_router(events_router(access))
+    app.include_router(events_router(access, relay))
     app.include_router(athena_router(service, access))
     return app

@@ -2,20 +2,21 @@
 
 Authenticated with the stack's webhook token (``lakeward erasure index
 webhook`` prints it); bodies over 1 MiB are refused before they are read
-whole. The indexer that consumes the events runs in the server process: it is
-started and stopped with the application.
+whole. The events go to the real-time indexer, which runs once per server
+(background.py): in this process, or, in a worker of ``lakeward serve``,
+through the relay to the supervisor (relay.py).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 
 from lakeward.access.control import AccessControl
-from lakeward.erasure.realtime import RealtimeIndexer, parse_body
+from lakeward.erasure.realtime import Parsed, parse_body
 from lakeward.erasure.realtime.webhook import MAX_BODY_BYTES, token_matches, webhook_token
 from lakeward.errors import Unauthenticated
 from lakeward.http.body import read_body
@@ -24,11 +25,15 @@ TOKEN_TTL = 10.0
 """Seconds the server keeps the webhook token before reading it again."""
 
 
-def events_router(access: AccessControl, indexer: RealtimeIndexer | None = None) -> APIRouter:
-    indexer = indexer or RealtimeIndexer.for_settings(access.settings)
+class EventSink(Protocol):
+    """Takes a notification's events: the indexer itself, or the relay to it."""
+
+    def accept(self, parsed: Parsed) -> None: ...
+
+
+def events_router(access: AccessControl, indexer: EventSink) -> APIRouter:
+    """The webhook; ``indexer`` is started and stopped by whoever runs it."""
     router = APIRouter(prefix="/events", tags=["erasure"])
-    router.add_event_handler("startup", indexer.start)
-    router.add_event_handler("shutdown", indexer.stop)
     cached: list[tuple[float, str]] = []  # (read at, token): re-read after TOKEN_TTL
 
     def authenticate(authorization: str | None) -> None:

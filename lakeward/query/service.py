@@ -45,6 +45,7 @@ from lakeward.query.model import (
     TableRef,
     WorkGroup,
 )
+from lakeward.query.presence import Presence
 from lakeward.query.sql import Statement, parse_statement, to_engine_sql
 from lakeward.query.store import Store
 from lakeward.storage import Storage, load_storage
@@ -85,12 +86,14 @@ class QueryService(MetadataOperations):
         access: Authorizer | None = None,
         *,
         owner: bool = False,
+        process: str | None = None,
     ) -> None:
-        """``owner``: this is the stack's server, which runs the queries of the stack.
+        """``owner``: this is the stack's server, which registers the stack's catalog.
 
-        Only the owner registers the stack's catalog and fails the queries a
-        previous server left unfinished; another service over the same state
-        (a tool, a benchmark) must not touch the live server's queries.
+        ``process`` names this process among those sharing the state (see
+        presence.py; a new id if None). Each service runs the queries started
+        through it and answers for those of every other process: their state is
+        in the store, their results in the lake.
         """
         self.settings = settings
         self.access: Authorizer = access or AllowAll()
@@ -104,6 +107,7 @@ class QueryService(MetadataOperations):
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
         self._spill = settings.data_dir / "query" / "spill"
         self._spill.mkdir(parents=True, exist_ok=True)
+        self.presence = Presence(self.store, self._stop_here, lambda: bool(self._runs), process)
         self._bootstrap(owner)
 
     def _bootstrap(self, owner: bool) -> None:
@@ -122,16 +126,13 @@ class QueryService(MetadataOperations):
                     {URIS_PARAMETER: ",".join(metastore_uris(self.settings))},
                 )
             )
-        for stale in self.store.interrupted_executions() if owner else []:
-            stale.state = QueryState.FAILED
-            stale.state_change_reason = "the service restarted while the query was running"
-            stale.completed = _now()
-            self.store.save_execution(stale)
+        self.presence.start()  # also fails what processes that are gone left unfinished
 
     def close(self) -> None:
         for execution_id in list(self._runs):
             self.stop_query_execution(execution_id)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.presence.close()
         for engine in self._engines.values():
             engine.close()
 
@@ -225,9 +226,10 @@ class QueryService(MetadataOperations):
             if len(self._runs) >= MAX_QUEUED:
                 raise TooManyRequests(f"more than {MAX_QUEUED} queries are queued; retry later")
             self._runs[execution.id] = _Run(statement, group, principal)
-        self.store.add_execution(execution)
+        self.store.add_execution(execution, owner=self.presence.id)
         log.info("query %s started by %s: %s", execution.id, principal, query[:200])
         self._pool.submit(self._execute, execution)
+        self.presence.wake()
         return execution.id
 
     def _output_location(self, group: WorkGroup, requested: str | None) -> str:
@@ -428,12 +430,20 @@ class QueryService(MetadataOperations):
 
     def stop_query_execution(self, execution_id: str) -> None:
         self._check_execution(self._execution(execution_id), "StopQueryExecution")
+        if not self._stop_here(execution_id):
+            # Another process runs it: it sees the request within presence.STOP_POLL.
+            # An execution that has ended has nothing to stop, and Athena says nothing.
+            self.store.request_stop(execution_id)
+
+    def _stop_here(self, execution_id: str) -> bool:
+        """Stop an execution if this process runs it; False if it does not."""
         run = self._runs.get(execution_id)
         if run is None:
-            return  # finished already: nothing to stop, as Athena says nothing either
+            return False
         run.cancelled.set()
         if run.engine is not None:
             run.engine.interrupt(execution_id)
+        return True
 
     def list_query_executions(
         self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50

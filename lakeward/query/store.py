@@ -2,13 +2,20 @@
 
 A SQLite file in the data dir by default (SQLAlchemy Core, so another database
 can take its place). Results themselves live in the lake, not here.
+
+Several server processes share this state: each execution names the process
+that runs it (``owner``, a row of ``query_processes`` kept fresh by its
+heartbeat), a stop asked of another process is a flag on the execution that
+the owner polls for, and the executions of a process that is gone are failed
+by whichever process notices first (``fail_orphans``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +31,9 @@ from sqlalchemy import (
     Text,
     delete,
     insert,
+    inspect,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Connection, Engine
@@ -38,7 +47,7 @@ from lakeward.query.model import (
     StatementType,
     WorkGroup,
 )
-from lakeward.sqlstate import as_utc_or_none, migrate, open_engine, writer
+from lakeward.sqlstate import as_utc, as_utc_or_none, migrate, open_engine, writer
 
 metadata = MetaData()
 COMPONENT = "query"  # its row in sqlstate's schema_version
@@ -84,7 +93,22 @@ executions = Table(
     Column("statistics", Text, nullable=False, default="{}"),
     Column("engine", String(16), nullable=False),
     Column("client_request_token", String(128), unique=True),
+    # Added in v2: the process running the execution, and a stop asked of it.
+    Column("owner", String(128), index=True),
+    Column("stop_requested", Boolean, nullable=False, default=False),
 )
+
+processes = Table(
+    "query_processes",
+    metadata,
+    Column("id", String(128), primary_key=True),  # host:pid:random (see process_id)
+    Column("pid", Integer, nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("started", DateTime(timezone=True), nullable=False),
+    Column("heartbeat", DateTime(timezone=True), nullable=False),
+)
+
+_UNFINISHED = (QueryState.QUEUED.value, QueryState.RUNNING.value)
 
 named_queries = Table(
     "named_queries",
@@ -162,14 +186,24 @@ class Store:
 
     # -- executions ---------------------------------------------------------
 
-    def add_execution(self, execution: QueryExecution) -> None:
+    def add_execution(self, execution: QueryExecution, owner: str | None = None) -> None:
+        """Record an execution; ``owner`` is the process that will run it (None: done already)."""
         with self._writer.begin() as conn:
-            conn.execute(insert(executions).values(**_execution_row(execution)))
+            conn.execute(insert(executions).values(**_execution_row(execution), owner=owner))
 
     def save_execution(self, execution: QueryExecution) -> None:
+        """Record an execution's progress, unless it has ended already.
+
+        An execution another process failed (its owner was taken for dead)
+        keeps that outcome: the record never goes back from an end state.
+        """
         row = _execution_row(execution)
         with self._writer.begin() as conn:
-            conn.execute(update(executions).where(executions.c.id == execution.id).values(**row))
+            conn.execute(
+                update(executions)
+                .where(executions.c.id == execution.id, executions.c.state.in_(_UNFINISHED))
+                .values(**row)
+            )
 
     def execution(self, execution_id: str) -> QueryExecution | None:
         with self.engine.connect() as conn:
@@ -212,11 +246,77 @@ class Store:
                     return found
         return None
 
-    def interrupted_executions(self) -> list[QueryExecution]:
-        unfinished = (QueryState.QUEUED.value, QueryState.RUNNING.value)
+    # -- processes and their executions -------------------------------------
+
+    def register_process(self, process: str, pid: int, host: str) -> None:
+        now = datetime.now(UTC)
+        with self._writer.begin() as conn:
+            conn.execute(delete(processes).where(processes.c.id == process))
+            conn.execute(
+                insert(processes).values(id=process, pid=pid, host=host, started=now, heartbeat=now)
+            )
+
+    def heartbeat(self, process: str) -> bool:
+        """False if the process is not registered (another one took it for dead)."""
+        with self._writer.begin() as conn:
+            beat = update(processes).where(processes.c.id == process)
+            changed: int = conn.execute(beat.values(heartbeat=datetime.now(UTC))).rowcount
+        return changed > 0
+
+    def live_processes(self) -> list[tuple[str, int, str, datetime]]:
+        """(id, pid, host, heartbeat) of each process that runs queries."""
         with self.engine.connect() as conn:
-            rows = conn.execute(select(executions).where(executions.c.state.in_(unfinished)))
-            return [_execution(r._mapping) for r in rows]
+            rows = conn.execute(select(processes).order_by(processes.c.started)).mappings().all()
+        return [(r["id"], r["pid"], r["host"], as_utc(r["heartbeat"])) for r in rows]
+
+    def end_process(self, process: str) -> None:
+        """Forget a process; its unfinished executions become orphans (``fail_orphans``)."""
+        with self._writer.begin() as conn:
+            conn.execute(delete(processes).where(processes.c.id == process))
+
+    def fail_orphans(self, reason_of: Callable[[str | None], str]) -> list[str]:
+        """Fail every unfinished execution whose owner is no longer a live process.
+
+        ``reason_of(owner)`` words the StateChangeReason; returns the ids failed.
+        """
+        orphaned = executions.c.state.in_(_UNFINISHED) & (
+            executions.c.owner.is_(None) | executions.c.owner.not_in(select(processes.c.id))
+        )
+        failed = []
+        with self._writer.begin() as conn:
+            found = conn.execute(select(executions.c.id, executions.c.owner).where(orphaned))
+            for execution_id, owner in found.all():
+                conn.execute(
+                    update(executions)
+                    .where(executions.c.id == execution_id)
+                    .values(
+                        state=QueryState.FAILED.value,
+                        state_change_reason=reason_of(owner),
+                        completed=datetime.now(UTC),
+                    )
+                )
+                failed.append(execution_id)
+        return failed
+
+    def request_stop(self, execution_id: str) -> bool:
+        """Ask the owner of an unfinished execution to stop it; False if it has ended."""
+        with self._writer.begin() as conn:
+            changed: int = conn.execute(
+                update(executions)
+                .where(executions.c.id == execution_id, executions.c.state.in_(_UNFINISHED))
+                .values(stop_requested=True)
+            ).rowcount
+        return changed > 0
+
+    def stop_requests(self, owner: str) -> list[str]:
+        """The unfinished executions of ``owner`` that someone asked to stop."""
+        query = select(executions.c.id).where(
+            executions.c.owner == owner,
+            executions.c.stop_requested.is_(True),
+            executions.c.state.in_(_UNFINISHED),
+        )
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(query)]
 
     # -- named queries ------------------------------------------------------
 
@@ -258,6 +358,8 @@ def _execution_row(execution: QueryExecution) -> dict[str, Any]:
 
 def _execution(row: Any) -> QueryExecution:
     values = dict(row)
+    values.pop("owner", None)
+    values.pop("stop_requested", None)
     values["statistics"] = QueryStatistics(**json.loads(values["statistics"]))
     values["state"] = QueryState(values["state"])
     values["statement_type"] = StatementType(values["statement_type"])
@@ -270,4 +372,19 @@ def _create_v1(conn: Connection) -> None:
     metadata.create_all(conn)  # also adopts the tables of a database made before versions
 
 
-MIGRATIONS = [_create_v1]
+def _processes_v2(conn: Connection) -> None:
+    """Executions name their process; processes announce themselves (several servers)."""
+    columns = {c["name"] for c in inspect(conn).get_columns(executions.name)}
+    if "owner" not in columns:
+        conn.execute(text("ALTER TABLE query_executions ADD COLUMN owner VARCHAR(128)"))
+        conn.execute(
+            text(
+                "ALTER TABLE query_executions "
+                "ADD COLUMN stop_requested BOOLEAN NOT NULL DEFAULT FALSE"
+            )
+        )
+        conn.execute(text("CREATE INDEX ix_query_executions_owner ON query_executions (owner)"))
+    processes.create(conn, checkfirst=True)
+
+
+MIGRATIONS = [_create_v1, _processes_v2]

@@ -1,0 +1,293 @@
+"""``lakeward serve`` with several workers: real processes, real HTTP, boto3 clients.
+
+Each response names the worker process that answered (``X-Lakeward-Worker``), so
+the tests can prove an execution crossed processes. The SQL needs no table (no
+metastore is started): ``VALUES`` and recursive CTEs make results and slow queries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from lakeward.access.control import AccessControl
+from lakeward.config import Settings, load_settings
+from lakeward.erasure.realtime.status import read_status
+from lakeward.erasure.realtime.webhook import webhook_token
+from lakeward.http.supervisor import read_workers
+from lakeward.http.worker import WORKER_HEADER
+from lakeward.process import free_port
+from lakeward.stack import Stack, write_state
+from tests.helpers import lakeward
+
+KEY, SECRET = "LKWWORKERSTEST001", "workers-test-secret-0123"
+SLOW = (
+    "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 1000000000) "
+    "SELECT count(*) FROM t"
+)
+ROWS_2500 = (
+    "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 2500) "
+    "SELECT n, 'row ' || CAST(n AS VARCHAR) AS label FROM t ORDER BY n"
+)
+DONE = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    data_dir = tmp_path_factory.mktemp("workers")
+    settings = load_settings(data_dir=data_dir, env={})
+    settings = settings.model_copy(
+        update={
+            "api": settings.api.model_copy(
+                update={"access_key_id": KEY, "secret_access_key": SECRET}
+            ),
+            "server": settings.server.model_copy(
+                update={"port": free_port("127.0.0.1", 18950), "workers": 2}
+            ),
+        }
+    )
+    write_state(settings)
+    stack = Stack(settings)
+    stack.start_server()
+    wait_for(lambda: all(w["state"] == "running" for w in read_workers(settings)), 120, "workers")
+    yield settings
+    stack.server_process.stop()
+
+
+def wait_for(ready: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.05)
+
+
+def athena(settings: Settings) -> Any:
+    """A client of its own: its own connection, so the kernel may give it either worker."""
+    return boto3.client(
+        "athena",
+        endpoint_url=f"http://127.0.0.1:{settings.server.port}",
+        region_name="us-east-1",
+        aws_access_key_id=KEY,
+        aws_secret_access_key=SECRET,
+        config=Config(retries={"max_attempts": 0}, read_timeout=30),
+    )
+
+
+def worker_of(response: dict[str, Any]) -> int:
+    return int(response["ResponseMetadata"]["HTTPHeaders"][WORKER_HEADER])
+
+
+def client_on_another_worker(settings: Settings, not_pid: int) -> tuple[Any, int]:
+    for _ in range(200):
+        client = athena(settings)
+        pid = worker_of(client.list_work_groups())
+        if pid != not_pid:
+            return client, pid
+    raise AssertionError(f"200 new connections all went to worker {not_pid}")
+
+
+def state_of(client: Any, execution_id: str) -> dict[str, Any]:
+    response = client.get_query_execution(QueryExecutionId=execution_id)
+    status: dict[str, Any] = response["QueryExecution"]["Status"]
+    return status
+
+
+def wait_done(client: Any, execution_id: str, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while (status := state_of(client, execution_id))["State"] not in DONE:
+        assert time.monotonic() < deadline, status
+        time.sleep(0.05)
+    return status
+
+
+def test_an_execution_started_in_one_worker_is_paged_and_stopped_from_another(
+    server: Settings,
+) -> None:
+    starter = athena(server)
+    started = starter.start_query_execution(QueryString=ROWS_2500)
+    runner = worker_of(started)
+    other, other_pid = client_on_another_worker(server, runner)
+
+    assert wait_done(other, started["QueryExecutionId"])["State"] == "SUCCEEDED"
+    rows, token, pages = [], None, 0
+    while True:
+        kwargs = {"NextToken": token} if token else {}
+        page = other.get_query_results(QueryExecutionId=started["QueryExecutionId"], **kwargs)
+        assert worker_of(page) == other_pid  # every page from the process that did not run it
+        rows += [[d.get("VarCharValue") for d in r["Data"]] for r in page["ResultSet"]["Rows"]]
+        pages += 1
+        token = page.get("NextToken")
+        if not token:
+            break
+    assert pages == 3 and rows[0] == ["n", "label"]
+    assert rows[1:] == [[str(n), f"row {n}"] for n in range(1, 2501)]
+
+    slow = starter.start_query_execution(QueryString=SLOW)
+    assert worker_of(slow) == runner
+    wait_for(lambda: state_of(other, slow["QueryExecutionId"])["State"] == "RUNNING", 60, "RUNNING")
+    stopped = other.stop_query_execution(QueryExecutionId=slow["QueryExecutionId"])
+    assert worker_of(stopped) == other_pid
+    status = wait_done(other, slow["QueryExecutionId"], timeout=60)
+    assert status["State"] == "CANCELLED" and status["StateChangeReason"] == "stopped by the user"
+    with pytest.raises(ClientError, match="CANCELLED"):
+        other.get_query_results(QueryExecutionId=slow["QueryExecutionId"])
+
+
+def test_a_worker_killed_under_load_is_replaced_and_its_queries_fail_with_a_reason(
+    server: Settings,
+) -> None:
+    before = {w["index"]: w for w in read_workers(server)}
+    starter = athena(server)
+    slow = starter.start_query_execution(QueryString=SLOW)
+    victim = worker_of(slow)
+    wait_for(lambda: state_of(starter, slow["QueryExecutionId"])["State"] == "RUNNING", 60, "run")
+
+    stop = threading.Event()
+    results: dict[int, dict[str, Any]] = {}
+
+    def load(n: int) -> None:
+        mine: dict[str, Any] = {"ok": 0, "ok_after_kill": 0, "errors": [], "workers": set()}
+        results[n] = mine
+        client = athena(server)
+        while not stop.is_set():
+            try:
+                started = client.start_query_execution(QueryString=f"SELECT {n} AS client")
+                status = wait_done(client, started["QueryExecutionId"], timeout=60)
+                assert status["State"] == "SUCCEEDED", status
+                page = client.get_query_results(QueryExecutionId=started["QueryExecutionId"])
+                assert page["ResultSet"]["Rows"][1]["Data"][0]["VarCharValue"] == str(n)
+            except ClientError:
+                raise  # an answer that is an error: never expected, fail the test below
+            except Exception as exc:  # the connection itself: the worker died under it
+                mine["errors"].append(f"{type(exc).__name__}: {exc}")
+                client = athena(server)
+                continue
+            mine["ok"] += 1
+            mine["workers"].add(worker_of(page))
+            if killed.is_set():
+                mine["ok_after_kill"] += 1
+
+    killed = threading.Event()
+    threads = [threading.Thread(target=load, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    time.sleep(3)
+    os.kill(victim, signal.SIGKILL)
+    killed.set()
+    wait_for(
+        lambda: any(
+            w["restarts"] == before[w["index"]]["restarts"] + 1 and w["pid"] != victim
+            for w in read_workers(server)
+        ),
+        10,
+        "the supervisor's restart",
+    )
+    status = wait_done(starter, slow["QueryExecutionId"], timeout=30)
+    assert status["State"] == "FAILED"
+    assert f"(pid {victim} on" in status["StateChangeReason"]
+    assert "was killed by signal 9" in status["StateChangeReason"]
+    time.sleep(5)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    for n, mine in results.items():
+        assert mine["ok_after_kill"] > 0, (n, mine)
+        # Only a call in flight on the killed worker may fail, and only on its connection.
+        assert len(mine["errors"]) <= 1, (n, mine["errors"])
+    restarted = {w["index"]: w for w in read_workers(server)}
+    assert (
+        sum(w["restarts"] for w in restarted.values())
+        == sum(w["restarts"] for w in before.values()) + 1
+    )
+    assert all(w["state"] == "running" for w in restarted.values())
+    status = lakeward("status", data_dir=server.data_dir).stdout
+    assert "server worker 1" in status and "server worker 2" in status
+    assert "restarts 1" in status and f"pid {victim}," not in status
+    # Nothing is left RUNNING: every execution of the run has ended.
+    ids = starter.list_query_executions(MaxResults=50)["QueryExecutionIds"]
+    found = starter.batch_get_query_execution(QueryExecutionIds=ids)["QueryExecutions"]
+    assert [e["QueryExecutionId"] for e in found if e["Status"]["State"] not in DONE] == []
+
+
+def test_the_background_services_run_once_for_all_workers(server: Settings) -> None:
+    supervisor = json.loads((server.data_dir / "run" / "server-workers.json").read_text())
+    servers = [supervisor["supervisor"], *(w["pid"] for w in supervisor["workers"])]
+    servers.append(supervisor["spare"])
+    # The lake's watcher: one inotify instance, in the supervisor only.
+    watching = [pid for pid in servers if _inotify_instances(pid)]
+    assert watching == [supervisor["supervisor"]]
+
+    # Webhook posts through different connections (so, in time, different workers)
+    # all reach the one indexer, in the supervisor.
+    token = webhook_token(AccessControl(server).secrets)
+    before = _events_settled(server)
+    answered_by: set[int] = set()
+    posted = 0
+    while len(answered_by) < 2:
+        assert posted < 200, f"200 new connections all went to worker {answered_by}"
+        key = f"nowhere/k{posted}"
+        body = {
+            "Records": [
+                {
+                    "eventVersion": "2.1",
+                    "eventSource": "aws:s3",
+                    "eventName": "ObjectCreated:Put",
+                    "s3": {"bucket": {"name": "nowhere"}, "object": {"key": key, "size": 1}},
+                }
+            ]
+        }
+        response = httpx.post(
+            f"http://127.0.0.1:{server.server.port}/events/s3",
+            json=body,
+            headers={"Authorization": f"Bearer {token}", "Connection": "close"},
+        )
+        assert response.status_code == 202, response.text
+        answered_by.add(int(response.headers[WORKER_HEADER]))
+        posted += 1
+
+    def all_counted() -> bool:
+        status = read_status(server.data_dir / "erasure" / "realtime.json")
+        return status is not None and status.outcomes.get("events", 0) >= before + posted
+
+    wait_for(all_counted, 30, "the indexer counting the events")
+    status = read_status(server.data_dir / "erasure" / "realtime.json")
+    assert status is not None and status.pid == supervisor["supervisor"]
+    # Each once: none lost, none doubled.
+    assert _events_settled(server) == before + posted
+
+
+def _events_settled(settings: Settings) -> int:
+    """The indexer's event count once it has not moved for 2 s (the watcher's own
+    events of the earlier tests' result files included)."""
+    seen, since = -1, time.monotonic()
+    while time.monotonic() - since < 2:
+        status = read_status(settings.data_dir / "erasure" / "realtime.json")
+        count = status.outcomes.get("events", 0) if status else 0
+        if count != seen:
+            seen, since = count, time.monotonic()
+        time.sleep(0.2)
+    return seen
+
+
+def _inotify_instances(pid: int) -> int:
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if os.readlink(fd) == "anon_inode:inotify":
+                count += 1
+        except OSError:
+            continue
+    return count
