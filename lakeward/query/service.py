@@ -18,6 +18,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pyarrow.fs as pafs
+from sqlalchemy.exc import IntegrityError
 
 from lakeward.access import AllowAll, Authorizer, current_principal
 from lakeward.access.arns import catalog_arn, s3_arn, workgroup_arn
@@ -226,7 +227,15 @@ class QueryService(MetadataOperations):
             if len(self._runs) >= MAX_QUEUED:
                 raise TooManyRequests(f"more than {MAX_QUEUED} queries are queued; retry later")
             self._runs[execution.id] = _Run(statement, group, principal)
-        self.store.add_execution(execution, owner=self.presence.id)
+        try:
+            self.store.add_execution(execution, owner=self.presence.id)
+        except IntegrityError:  # the same token, started at the same moment in another process
+            with self._lock:
+                self._runs.pop(execution.id, None)
+            known = self.store.execution_by_token(client_request_token or "")
+            if known is None:
+                raise
+            return known.id
         log.info("query %s started by %s: %s", execution.id, principal, query[:200])
         self._pool.submit(self._execute, execution)
         self.presence.wake()
