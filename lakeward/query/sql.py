@@ -20,6 +20,10 @@ from itertools import groupby
 from typing import ClassVar, Literal, NoReturn
 
 import sqlglot
+
+# Loaded at import: sqlglot loads a dialect on its first use, and two threads parsing
+# at once in a fresh process could find the module half-run (NameError: _TrinoTokenizer).
+import sqlglot.dialects.athena  # noqa: F401
 from sqlglot import exp
 from sqlglot.dialects.trino import Trino
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
