@@ -20,6 +20,8 @@ the call timeout).
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from collections import Counter
@@ -87,6 +89,14 @@ class Connection:
         """Still open at our end and not closed by the node (a cheap non-blocking peek)."""
         return bool(self.socket.isOpen())
 
+    def abort(self) -> None:
+        """End a call another thread is making on this connection: its read or write fails
+        at once (the socket is shut down, not closed under that thread's feet)."""
+        handle = self.socket.handle
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                handle.shutdown(socket.SHUT_RDWR)
+
 
 class Failover:
     """Runs Thrift calls on the preferred node, failing over to the others.
@@ -119,14 +129,23 @@ class Failover:
         # that the next node has loaded and compiled what they need before a failover.
         self._reads: dict[str, tuple[Any, ...]] = {}
         self._warming = False
+        self._warmer: threading.Thread | None = None  # the thread opening spares, if any
+        self._spare: Connection | None = None  # the spare it is making its calls on
         self._warm_after = 0.0  # no spares before this moment (the standby was down)
         self._closed = False
 
     def close(self) -> None:
+        """Close every connection; a spare being opened in the background is abandoned and
+        its thread waited for, so that a closed client makes no call any more."""
         with self._lock:
             self._closed = True
             idle = [c for connections in self._idle.values() for c in connections]
             self._idle = {}
+            spare, warmer = self._spare, self._warmer
+        if spare is not None:
+            spare.abort()
+        if warmer is not None and warmer is not threading.current_thread():
+            warmer.join()  # at most a connect timeout: its calls fail at once now
         for connection in idle:
             self._discard(connection)
 
@@ -257,9 +276,10 @@ class Failover:
             ):
                 return
             self._warming = True
-        threading.Thread(
-            target=self._warm, args=(standby, node), name="metastore-spares", daemon=True
-        ).start()
+            self._warmer = threading.Thread(
+                target=self._warm, args=(standby, node), name="metastore-spares", daemon=True
+            )
+            self._warmer.start()
 
     def _warm(self, node: int, preferred: int) -> None:
         """Open spares on ``node`` until there are as many as connections to ``preferred``."""
@@ -270,6 +290,12 @@ class Failover:
                     if self._closed or self._open[node] >= min(self._open[preferred], MAX_IDLE):
                         return
                 connection = self._connect(node)
+                with self._lock:
+                    closed = self._closed  # closed while connecting: no call on it
+                    self._spare = None if closed else connection
+                if closed:
+                    self._discard(connection)
+                    return
                 try:
                     # The node sets up its side (a handler, a database session) at the
                     # first call: done now rather than when a failover needs it.
@@ -280,9 +306,13 @@ class Failover:
                 except BaseException:
                     self._discard(connection)
                     raise
+                finally:
+                    with self._lock:
+                        self._spare = None
                 self._park(connection)
         except (*TRANSPORT_ERRORS, TException):
-            self._warm_after = time.monotonic() + SPARE_RETRY  # the standby is down
+            if not self._closed:  # else aborted by close(), not a standby that is down
+                self._warm_after = time.monotonic() + SPARE_RETRY
         finally:
             self._warming = False
 
