@@ -1,23 +1,23 @@
-"""Helpers shared by the tests: prerequisites, and running the real command."""
+"""Helpers shared by the tests: prerequisites, and running the real command.
+
+Running ``lakeward``, the JHU files and databases on the machine's servers come from
+bench/_harness.py, which the benchmarks use too; here a missing server becomes a skip.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-import uuid
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-JHU_DIR = ROOT.parent / "shared" / "data" / "jhu_csse"
+from bench import _harness
+from bench._harness import JHU_DIR, PG_SERVER, lakeward
+
+__all__ = ["JHU_DIR", "PG_SERVER", "lakeward"]  # re-exported for the tests
 IN_CI = os.environ.get("CI") == "true"
-PG_SERVER = "host=127.0.0.1 port=5432 user=postgres"
-"""The PostgreSQL server tests create their own databases on (trust auth)."""
 
 
 def pg_url(dbname: str, schema: str | None = None) -> str:
@@ -42,25 +42,6 @@ def need_java() -> None:
     )
 
 
-def lakeward(*args: str, data_dir: Path, check: bool = True, timeout: float = 600,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """Run the real ``lakeward`` command, as a user would."""
-    result = subprocess.run(
-        [sys.executable, "-m", "lakeward", *args, "--data-dir", str(data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-        check=False,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(
-            f"lakeward {' '.join(args)} exited {result.returncode}\n"
-            f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-        )
-    return result
-
-
 def parse_outputs(stdout: str) -> dict[str, str]:
     pairs = {}
     for line in stdout.splitlines():
@@ -74,57 +55,21 @@ def parse_outputs(stdout: str) -> dict[str, str]:
 
 
 @contextmanager
-def postgres_database() -> Iterator[str]:
-    """A new, empty PostgreSQL database on 127.0.0.1:5432 (its name), dropped on exit.
-
-    Skips without a server (fails under CI=true).
-    """
-    try:
-        import psycopg
-    except ImportError:
-        need(False, "psycopg is not installed: pip install 'psycopg[binary]'")
-    name = f"lakeward_test_{uuid.uuid4().hex[:12]}"
-    try:
-        admin = psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        need(False, f"no PostgreSQL server at 127.0.0.1:5432: {exc}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield name
-    finally:
-        with psycopg.connect(PG_SERVER, dbname="postgres", autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def _or_skip(database: AbstractContextManager[str]) -> Iterator[str]:
+    """The database, or a skip (a failure under CI=true) when its server is missing."""
+    with ExitStack() as stack:
+        try:
+            value = stack.enter_context(database)
+        except _harness.Unavailable as exc:
+            need(False, str(exc))
+        yield value
 
 
-@contextmanager
-def _postgres_url() -> Iterator[str]:
-    with postgres_database() as name:
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-
-
-@contextmanager
-def _mariadb_database() -> Iterator[str]:
-    import pymysql
-
-    name = f"lakeward_ms_{uuid.uuid4().hex[:10]}"
-    server = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
-    try:
-        admin = pymysql.connect(**server, autocommit=True, connect_timeout=5)
-    except pymysql.err.OperationalError as exc:
-        need(False, f"no MariaDB server at 127.0.0.1:3306: {exc}")
-    with admin.cursor() as cursor:
-        cursor.execute(f"CREATE DATABASE `{name}`")
-    admin.close()
-    try:
-        yield f"mariadb://root@127.0.0.1:3306/{name}"
-    finally:
-        admin = pymysql.connect(**server, autocommit=True)
-        with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
-        admin.close()
+def postgres_database() -> AbstractContextManager[str]:
+    """A new, empty PostgreSQL database on 127.0.0.1:5432 (its name), dropped on exit."""
+    return _or_skip(_harness.postgres_database())
 
 
 def fresh_database(engine: str) -> AbstractContextManager[str]:
     """A new, empty database on the engine's server (its URL), dropped on exit."""
-    return _postgres_url() if engine == "postgres" else _mariadb_database()
+    return _or_skip(_harness.fresh_database(engine))

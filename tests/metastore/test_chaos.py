@@ -15,16 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from bench._chaos import SparkReader, expected_totals, register_covid_table, run_chaos
 from lakeward.config import Settings, load_settings
 from lakeward.metastore.uris import metastore_uris
 from lakeward.stack import Stack
 from tests.helpers import fresh_database, lakeward, need_java
-from tests.metastore.chaos import (
-    SparkReader,
-    expected_totals,
-    register_covid_table,
-    run_chaos,
-)
 from tests.metastore.conftest import free_ports
 
 pytestmark = pytest.mark.spark  # metastore JVMs and a Spark session

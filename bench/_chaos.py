@@ -1,7 +1,7 @@
 """The chaos scenario: metastore nodes killed under load, clients must not notice.
 
-Used by tests/metastore/test_chaos.py (which asserts on it) and by
-bench/metastore.py (which reports its figures). One run:
+Used by bench/metastore.py (which reports its figures) and by
+tests/metastore/test_chaos.py (which asserts on it), as ``bench._chaos``. One run:
 
 * a covid table from the real JHU files (confirmed cases of a few countries,
   one partition per country, Parquet) registered through lakeward's client;
@@ -37,6 +37,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench._harness import ROOT, lakeward
 from lakeward.config import Settings
 from lakeward.metastore.client import Column, MetastoreClient, PartitionInfo, TableInfo
 from lakeward.metastore.uris import metastore_uris
@@ -45,7 +46,6 @@ from lakeward.query.engines.base import Limits, ResolvedTable
 from lakeward.query.engines.duckdb import DuckDbEngine
 from lakeward.query.model import TableRef
 from lakeward.stack import Stack
-from tests.helpers import ROOT, lakeward
 
 DATABASE, TABLE = "chaos", "covid_confirmed"
 COUNTRIES = ("Italy", "Spain", "Germany", "France", "Japan", "Canada", "Brazil", "India")
