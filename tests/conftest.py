@@ -8,7 +8,7 @@ silently left untested.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,20 +62,56 @@ def postgres_db() -> Iterator[str]:
         yield name
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
-    """Where a store keeps its state: a SQLite file, or a schema of its own in the
-    module's PostgreSQL database (``postgres_db``). Every store's tests take it, so each
-    runs on both backends."""
-    if request.param == "sqlite":
-        return tmp_path / "state.db"
-    import psycopg
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def db_backend(request: pytest.FixtureRequest) -> str:
+    """The backend of the store fixtures below: a test taking any of them runs on each.
 
-    dbname = request.getfixturevalue("postgres_db")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_SERVER, dbname=dbname, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    return pg_url(dbname, schema)
+    Module-scoped, so that a module's tests on one backend share its PostgreSQL database.
+    """
+    return str(request.param)
+
+
+@pytest.fixture
+def new_db(
+    request: pytest.FixtureRequest, db_backend: str, tmp_path: Path
+) -> Callable[[], str | Path]:
+    """Fresh places for a store's state, one per call: SQLite files in the test's
+    directory, or schemas of their own in the module's PostgreSQL database."""
+    made: list[str | Path] = []
+
+    def make() -> str | Path:
+        if db_backend == "sqlite":
+            where: str | Path = tmp_path / ("state.db" if not made else f"state-{len(made)}.db")
+        else:
+            import psycopg
+
+            dbname = request.getfixturevalue("postgres_db")
+            schema = f"t_{uuid.uuid4().hex[:12]}"
+            with psycopg.connect(PG_SERVER, dbname=dbname, autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {schema}")
+            where = pg_url(dbname, schema)
+        made.append(where)
+        return where
+
+    return make
+
+
+@pytest.fixture
+def db(new_db: Callable[[], str | Path]) -> str | Path:
+    """Where a store keeps its state: a SQLite file, or a schema of its own in the
+    module's PostgreSQL database (``postgres_db``). Every store's tests take it (or
+    ``new_db`` for several), so each runs on both backends."""
+    return new_db()
+
+
+@pytest.fixture(scope="module")
+def service_db(request: pytest.FixtureRequest, db_backend: str) -> str | None:
+    """The database URL a whole service of the module is configured with (index,
+    requests, a user's tables): None on SQLite (each component's file in the data dir,
+    the default), else the module's PostgreSQL database."""
+    if db_backend == "sqlite":
+        return None
+    return pg_url(request.getfixturevalue("postgres_db"))
 
 
 @pytest.fixture(scope="session")

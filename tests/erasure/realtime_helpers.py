@@ -14,18 +14,15 @@ import io
 import json
 import random
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from lakeward.config import ErasureDataset, ErasureSettings, Settings
 from lakeward.erasure.index.store import IndexStore
 from lakeward.storage import Storage
-from tests.helpers import PG_SERVER, pg_url
 
 BUCKET = "lakeward-data"
 ODD_IDS = ["o'brien\"x", "名前-ユーザー", "a/b\\c", "x'; DROP TABLE erasure_records; --", "%_*"]
@@ -44,17 +41,10 @@ DATASETS = [
 ]
 
 
-def index_url(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> str:
-    """A fresh index database: a SQLite file, or a schema of its own in PostgreSQL."""
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'index.db'}"
-    import psycopg
-
-    dbname = request.getfixturevalue("postgres_db")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_SERVER, dbname=dbname, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    return pg_url(dbname, schema)
+def index_url(db: str | Path) -> str:
+    """The ``erasure.database_url`` of a place the ``db`` fixture gave: a SQLite file,
+    or a schema of its own in PostgreSQL."""
+    return f"sqlite:///{db}" if isinstance(db, Path) else db
 
 
 def lake_settings(data_dir: Path, database_url: str | None, **lake: object) -> Settings:

@@ -8,7 +8,7 @@ order. SQLite and PostgreSQL.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +45,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     session.stop()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def test_batch_build_equals_the_real_time_index(
-    request: pytest.FixtureRequest, backend: str, spark: Any, tmp_path: Path
+    new_db: Callable[[], str | Path], spark: Any, tmp_path: Path
 ) -> None:
-    settings = lake_settings(tmp_path / "data", index_url(request, tmp_path, backend))
+    settings = lake_settings(tmp_path / "data", index_url(new_db()))
     realtime = ErasureIndexService(settings)
     storage = realtime.storage
     storage.ensure_bucket(BUCKET)
@@ -75,8 +70,7 @@ def test_batch_build_equals_the_real_time_index(
 
     # The batch build, into an index of its own on the same kind of database.
     (tmp_path / "batch").mkdir()
-    batch_url = index_url(request, tmp_path / "batch", backend)
-    batch_settings = lake_settings(tmp_path / "batch", batch_url)
+    batch_settings = lake_settings(tmp_path / "batch", index_url(new_db()))
     service = ErasureIndexService(batch_settings, storage=storage)
     report = BatchIndexBuild(service, spark=spark).run()
     assert snapshot(service.store) == expected

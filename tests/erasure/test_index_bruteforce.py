@@ -22,7 +22,7 @@ import pytest
 from lakeward.config import load_settings
 from lakeward.erasure import DatasetMapper, ErasureIndexService
 from lakeward.erasure.demo import create_demo
-from tests.helpers import PG_SERVER, pg_url
+from tests.helpers import PG_SERVER
 
 # user id -> {(location, positions or a record count)}
 Expected = dict[str, set[tuple[str, object]]]
@@ -46,18 +46,20 @@ class Lake:
         self.db = db  # sqlite path or PostgreSQL database name of the relational tables
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module")
 def lake(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    db_backend: str,
+    service_db: str | None,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Lake]:
-    data_dir = tmp_path_factory.mktemp(f"lake-{request.param}")
+    data_dir = tmp_path_factory.mktemp(f"lake-{db_backend}")
     overrides: dict[str, object] = {}
-    database_url = None
+    database_url = service_db
     db = str(data_dir / "erasure" / "demo-app.db")
-    if request.param == "postgresql":
+    if service_db is not None:
         db = request.getfixturevalue("postgres_db")
-        overrides["erasure.database_url"] = pg_url(db)
-        database_url = pg_url(db)
+        overrides["erasure.database_url"] = service_db
     settings = load_settings(data_dir=data_dir, env={}, overrides=overrides)
     service = ErasureIndexService(settings)
     create_demo(service, records=2500, seed=11, gzipped=True, database_url=database_url)

@@ -37,16 +37,9 @@ from tests.erasure.realtime_helpers import (
 JSON_KEY = "gdpr/reviews/json/year=2024/month=02/day=01/part-0.jsonl"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
-def service(
-    request: pytest.FixtureRequest, tmp_path: Path, backend: str
-) -> Iterator[ErasureIndexService]:
-    settings = lake_settings(tmp_path / "data", index_url(request, tmp_path, backend))
+def service(db: str | Path, tmp_path: Path) -> Iterator[ErasureIndexService]:
+    settings = lake_settings(tmp_path / "data", index_url(db))
     service = ErasureIndexService(settings, storage=load_storage(settings))
     service.storage.ensure_bucket(BUCKET)
     yield service

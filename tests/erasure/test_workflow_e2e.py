@@ -37,22 +37,18 @@ from tests.erasure.workflow_helpers import (
     smtp_server,
     workflow_settings,
 )
-from tests.helpers import pg_url
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def lake(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
-    tuple[Path, Mailbox, int, str | None, str]
-]:  # fmt: skip
+@pytest.fixture(scope="module")
+def lake(
+    db_backend: str, service_db: str | None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, Mailbox, int, str | None, str]]:
     """A generated, indexed lake; on PostgreSQL the index, requests and shop tables live there."""
-    url = None
-    if request.param == "postgresql":
-        url = pg_url(request.getfixturevalue("postgres_db"))
-    data_dir = tmp_path_factory.mktemp(f"erasure-{request.param}")
+    data_dir = tmp_path_factory.mktemp(f"erasure-{db_backend}")
     with smtp_server() as (mailbox, port):
-        settings = workflow_settings(data_dir, port, url)
-        database_url = make_lake(settings, database_url=url)
-        yield data_dir, mailbox, port, url, database_url
+        settings = workflow_settings(data_dir, port, service_db)
+        database_url = make_lake(settings, database_url=service_db)
+        yield data_dir, mailbox, port, service_db, database_url
 
 
 def link_parts(link: str) -> tuple[str, str]:
