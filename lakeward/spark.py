@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from lakeward.config import Settings
 from lakeward.jvm import find_java, java_env
 from lakeward.metastore.uris import metastore_uris
-from lakeward.storage.paths import hadoop_uri, warehouse_uri
+from lakeward.storage.paths import hadoop_conf, hadoop_uri, warehouse_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,7 +29,6 @@ def under_spark_submit() -> bool:
 
 def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str, str]:
     """The Spark settings of the stack; ``settings.spark.conf`` wins over them."""
-    lake = settings.lake
     conf = {
         "spark.app.name": app_name,
         "spark.sql.warehouse.dir": hadoop_uri(warehouse_uri(settings)),
@@ -51,15 +50,7 @@ def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str
     if hive:
         conf["spark.sql.catalogImplementation"] = "hive"
         conf.update(metastore_conf(metastore_uris(settings)))
-    if settings.lake_root.startswith("s3://"):
-        conf["spark.hadoop.fs.s3a.path.style.access"] = "true" if lake.s3_endpoint_url else "false"
-        if lake.s3_endpoint_url:
-            conf["spark.hadoop.fs.s3a.endpoint"] = lake.s3_endpoint_url
-        if lake.s3_region:
-            conf["spark.hadoop.fs.s3a.endpoint.region"] = lake.s3_region
-        if lake.s3_access_key_id and lake.s3_secret_access_key:
-            conf["spark.hadoop.fs.s3a.access.key"] = lake.s3_access_key_id
-            conf["spark.hadoop.fs.s3a.secret.key"] = lake.s3_secret_access_key
+    conf.update(hadoop_conf(settings))
     conf.update(settings.spark.conf)
     return conf
 

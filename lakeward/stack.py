@@ -26,7 +26,7 @@ from lakeward.metastore.uris import metastore_uris
 from lakeward.process import ManagedProcess, free_port, listens_on, port_is_free
 from lakeward.progress import Progress
 from lakeward.storage import load_storage
-from lakeward.storage.paths import bucket_uri, warehouse_uri
+from lakeward.storage.paths import bucket_uri, local_path, warehouse_uri
 
 SERVER_PORT = 8950
 METASTORE_INSTANCE = "metastore"  # the managed database instance `up` creates if none is set
@@ -118,8 +118,8 @@ def check_reachable(settings: Settings) -> None:
             raise ConfigError(
                 f"lake.s3_endpoint_url: {endpoint} is unreachable ({exc.strerror or exc})"
             ) from None
-    if settings.lake_root.startswith("file://"):
-        root = Path(urlparse(settings.lake_root).path)
+    root = local_path(settings.lake_root)
+    if root is not None:
         existing = next(p for p in [root, *root.parents] if p.exists())
         if not os.access(existing, os.W_OK):
             raise ConfigError(f"lake.root: {settings.lake_root} is not writable ({existing})")
@@ -332,7 +332,7 @@ class Stack:
         self.stop_database_instances()
         if retain_data:
             return
-        if self.settings.lake_root.startswith("s3://"):
+        if local_path(self.settings.lake_root) is None:  # not in the data dir: emptied here
             try:
                 load_storage(self.settings).delete_prefix(self.settings.lake.data_bucket, "")
             except LakewardError as exc:

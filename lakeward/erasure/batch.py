@@ -52,7 +52,7 @@ from lakeward.erasure.mappers import DatasetMapper
 from lakeward.erasure.service import BUILD_INDEX_ACTION, INDEX_ARN
 from lakeward.errors import ObjectKeptChanging, ObjectNotFound, Unparseable
 from lakeward.progress import Progress
-from lakeward.storage.paths import hadoop_uri
+from lakeward.storage.paths import file_uri, hadoop_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -93,13 +93,6 @@ class _Target:
         return self.info.uri
 
 
-def _file_form(path: str) -> str:
-    # Hadoop writes local paths as file:/x, file:///x is how _spark_path writes them.
-    if path.startswith("file:"):
-        return "file:///" + path[len("file:") :].lstrip("/")
-    return path
-
-
 def canonical_path(reported: str) -> str:
     """A path as Spark reports it (``_metadata.file_path``), as ``_spark_path`` wrote it.
 
@@ -107,7 +100,7 @@ def canonical_path(reported: str) -> str:
     unquoted; the paths given to Spark are raw and are never unquoted, which keeps
     ``a%20b`` and ``a b`` two objects.
     """
-    return _file_form(unquote(reported))
+    return file_uri(unquote(reported))  # Hadoop writes file:/x; _spark_path file:///x
 
 
 class BatchIndexBuild:
@@ -188,10 +181,9 @@ class BatchIndexBuild:
         )
 
     def _spark_path(self, info: ObjectInfo) -> str:
-        from lakeward.storage.local import LocalStorage
-
-        if isinstance(self.storage, LocalStorage):
-            return "file:///" + str(self.storage.base / info.bucket / info.key).lstrip("/")
+        directory = self.storage.local_dir
+        if directory is not None:
+            return "file:///" + str(directory / info.bucket / info.key).lstrip("/")
         return hadoop_uri(info.uri)
 
     def _driver_index(
@@ -238,7 +230,7 @@ class BatchIndexBuild:
         self, mapper: DatasetMapper, targets: list[_Target], report: BuildReport
     ) -> list[_Target]:
         """Index objects on Spark; returns those the driver must index instead."""
-        by_path = {_file_form(self._spark_path(t.info)): t for t in targets}
+        by_path = {file_uri(self._spark_path(t.info)): t for t in targets}
         staging = self._staging / uuid.uuid4().hex
         leftovers: list[_Target] = []
         started = time.monotonic()

@@ -309,7 +309,7 @@ def read_object(
 def _multipart_store(storage: Storage) -> bool:
     # S3 eTags of multipart uploads are not the MD5 of the content; there the
     # check compares the eTag before and after the read instead.
-    return not storage.root.startswith("file://")
+    return not storage.etag_is_md5
 
 
 def index_relational(mapper: RelationalMapper) -> IndexedObject:

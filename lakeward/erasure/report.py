@@ -303,7 +303,7 @@ def retained_copies(
 ) -> list[dict[str, str]]:
     """Places that may keep copies alive and that the purge does not touch: never ignored."""
     copies: list[dict[str, str]] = []
-    if storage.root.startswith("s3://"):
+    if storage.keeps_versions:
         copies.append({"copy": storage.root, "kind": "object versions (if the bucket is "
                        "versioned, older versions keep the data until deleted)",
                        "state": "retained"})  # fmt: skip

@@ -26,6 +26,7 @@ from thrift.Thrift import TException
 
 from lakeward.errors import MetastoreError, TableNotFound
 from lakeward.metastore.failover import Check, Failover
+from lakeward.storage.paths import file_uri
 
 T = TypeVar("T")
 
@@ -328,11 +329,7 @@ def _holds(table: TableInfo) -> Check:
 def _same_location(stored: str | None, ours: str) -> bool:
     """The metastore stores ``file:///x`` as ``file:/x``; compare the two as one."""
 
-    def key(uri: str) -> str:
-        uri = uri.rstrip("/")
-        return "file:/" + uri[len("file:///") :] if uri.startswith("file:///") else uri
-
-    return stored is not None and key(stored) == key(ours)
+    return stored is not None and file_uri(stored.rstrip("/")) == file_uri(ours.rstrip("/"))
 
 
 def _message(exc: TException) -> str:

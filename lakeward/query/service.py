@@ -51,6 +51,7 @@ from lakeward.query.sql import Statement, parse_statement, to_engine_sql
 from lakeward.query.store import Store
 from lakeward.storage import Storage, load_storage
 from lakeward.storage.arrow import S3Options, arrow_filesystem
+from lakeward.storage.paths import lake_place
 
 log = logging.getLogger(__name__)
 
@@ -385,12 +386,8 @@ class QueryService(MetadataOperations):
         None for a place outside this stack's lake (a table another catalog
         keeps elsewhere): its catalog permission is what governs it then.
         """
-        root = _plain(self.settings.lake_root)
-        plain = _plain(uri)
-        if not plain.startswith(root + "/"):
-            return None
-        bucket, _, key = plain[len(root) + 1 :].partition("/")
-        return s3_arn(bucket, key)
+        place = lake_place(self.settings, uri)
+        return None if place is None else s3_arn(*place)
 
     def _check_execution(self, execution: QueryExecution, action: str) -> None:
         self.access.authorize(f"athena:{action}", workgroup_arn(execution.workgroup))
@@ -491,16 +488,6 @@ def _catalogs_used(statement: Statement, default: str) -> set[str]:
     if statement.table is not None:
         used.add(statement.table.catalog)
     return used
-
-
-def _plain(uri: str) -> str:
-    """A lake URI without its scheme's spelling: file:/x, file:///x, s3a://b, s3://b."""
-    for prefix in ("file://", "file:", "s3a://", "s3://"):
-        if uri.startswith(prefix):
-            return (
-                uri[len(prefix) :].lstrip("/") if prefix.startswith("file") else uri[len(prefix) :]
-            )
-    return uri
 
 
 def _size_of(settings: Settings, location: str) -> int:

@@ -12,7 +12,8 @@ import builtins
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from typing import BinaryIO
+from pathlib import Path
+from typing import BinaryIO, ClassVar
 
 from lakeward.config import BUCKET_NAME
 from lakeward.errors import InvalidKey, ObjectNotFound, PreconditionFailed, StorageError
@@ -135,7 +136,18 @@ def iter_chunks(data: bytes | BinaryIO, uri: str) -> Iterator[bytes]:
 
 
 class Storage(ABC):
-    """A lake root holding buckets of objects, with S3 semantics and S3 events."""
+    """A lake root holding buckets of objects, with S3 semantics and S3 events.
+
+    What differs between the backends, and matters to their users, is said by the
+    attributes below, so that no other layer decides by the root's scheme.
+    """
+
+    keeps_versions: ClassVar[bool]
+    """Whether older versions of an object may keep its data after it is overwritten or
+    deleted (a versioned S3 bucket), out of this layer's reach."""
+    etag_is_md5: ClassVar[bool]
+    """Whether every object's eTag is the MD5 of its content (not on S3, where a multipart
+    upload's is not)."""
 
     def __init__(self, root: str, region: str) -> None:
         self.root = root.rstrip("/")
@@ -144,6 +156,12 @@ class Storage(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.root!r})"
+
+    @property
+    def local_dir(self) -> Path | None:
+        """The directory that holds the lake on this machine, where Spark reads the files
+        and a file watcher sees writes made around this layer; None for a lake elsewhere."""
+        return None
 
     def uri(self, bucket: str, key: str = "") -> str:
         """The URI of an object, a prefix, or (with no key) a bucket."""

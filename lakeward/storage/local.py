@@ -76,11 +76,18 @@ def path_of_uri(uri: str) -> Path:
 
 
 class LocalStorage(Storage):
+    keeps_versions = False  # a write replaces the file, a delete removes it
+    etag_is_md5 = True
+
     def __init__(self, root: str, region: str) -> None:
         super().__init__(root, region)
         self.base = path_of_uri(self.root)
         self._etags: dict[str, tuple[_FileState, str]] = {}
         self._etags_lock = threading.Lock()
+
+    @property
+    def local_dir(self) -> Path:
+        return self.base
 
     def _cached_etag(self, path: Path, state: _FileState) -> str | None:
         with self._etags_lock:

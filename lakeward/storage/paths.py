@@ -1,6 +1,13 @@
-"""Where things live in the lake: ``<lake root>/<bucket>/<key>``."""
+"""Where things live in the lake (``<lake root>/<bucket>/<key>``), and how a place's URI
+is read whatever its spelling: the one module outside the backends that looks at a
+URI's scheme, so that no other layer decides by it.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from lakeward.config import Settings
 
@@ -25,3 +32,56 @@ def hadoop_uri(uri: str) -> str:
     Hadoop reads S3 through its ``s3a`` connector.
     """
     return "s3a://" + uri.removeprefix("s3://") if uri.startswith("s3://") else uri
+
+
+def file_uri(uri: str) -> str:
+    """A ``file:`` URI spelt ``file:///x`` however it was written (Hadoop and the
+    metastore write ``file:/x``); any other URI as it is."""
+    return "file:///" + uri[len("file:") :].lstrip("/") if uri.startswith("file:") else uri
+
+
+def local_path(uri: str) -> Path | None:
+    """The path on this machine that a ``file://`` URI (or a plain path) names; None for a
+    place elsewhere (``s3://``)."""
+    if uri.startswith("file://"):
+        return Path(url2pathname(urlsplit(uri).path))
+    if "://" in uri:
+        return None
+    return Path(uri)
+
+
+def lake_place(settings: Settings, uri: str) -> tuple[str, str] | None:
+    """The bucket and key of a place in the stack's lake, whichever way its scheme is spelt
+    (``file:/x``, ``file:///x``, ``s3a://b``, ``s3://b``); None for a place outside it."""
+    root, plain = _plain(settings.lake_root), _plain(uri)
+    if not plain.startswith(root + "/"):
+        return None
+    bucket, _, key = plain[len(root) + 1 :].partition("/")
+    return bucket, key
+
+
+def _plain(uri: str) -> str:
+    """A lake URI without its scheme's spelling: file:/x, file:///x, s3a://b, s3://b."""
+    for prefix in ("file://", "file:", "s3a://", "s3://"):
+        if uri.startswith(prefix):
+            return (
+                uri[len(prefix) :].lstrip("/") if prefix.startswith("file") else uri[len(prefix) :]
+            )
+    return uri
+
+
+def hadoop_conf(settings: Settings) -> dict[str, str]:
+    """Spark's Hadoop settings for reaching the lake: the s3a connector's endpoint, region
+    and keys for an ``s3://`` lake; none for a ``file://`` one."""
+    lake = settings.lake
+    if not settings.lake_root.startswith("s3://"):
+        return {}
+    conf = {"spark.hadoop.fs.s3a.path.style.access": "true" if lake.s3_endpoint_url else "false"}
+    if lake.s3_endpoint_url:
+        conf["spark.hadoop.fs.s3a.endpoint"] = lake.s3_endpoint_url
+    if lake.s3_region:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = lake.s3_region
+    if lake.s3_access_key_id and lake.s3_secret_access_key:
+        conf["spark.hadoop.fs.s3a.access.key"] = lake.s3_access_key_id
+        conf["spark.hadoop.fs.s3a.secret.key"] = lake.s3_secret_access_key
+    return conf

@@ -107,6 +107,9 @@ class _BodyReader(io.RawIOBase):
 
 
 class S3Storage(Storage):
+    keeps_versions = True  # if the bucket is versioned, which this layer does not control
+    etag_is_md5 = False  # multipart uploads' eTags are not
+
     def __init__(
         self,
         root: str,

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 from lakeward.erasure.executors.base import (
     DELTA,
@@ -26,15 +24,15 @@ from lakeward.erasure.executors.base import (
     sql_string,
 )
 from lakeward.errors import InputError, NeedsOwnDelete, StorageError
+from lakeward.storage import paths as storage_paths
 
 
 def local_path(uri: str) -> Path:
     """The directory of a table at a ``file://`` URI (or a plain path)."""
-    if uri.startswith("file://"):
-        return Path(url2pathname(urlsplit(uri).path))
-    if "://" in uri:
+    path = storage_paths.local_path(uri)
+    if path is None:
         raise InputError(f"{uri}: only file:// table locations are supported for table formats")
-    return Path(uri)
+    return path
 
 
 def _gone(paths: Sequence[str]) -> list[dict[str, str]]:

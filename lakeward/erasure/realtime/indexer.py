@@ -87,7 +87,7 @@ class RealtimeIndexer:
     ) -> None:
         self.service = service
         self.storage = service.storage
-        self._watch = watch and self.storage.root.startswith("file://")
+        self._lake_dir = self.storage.local_dir if watch else None  # where a watcher looks
         self._status_path = status_path
         self._settle = settle
         self._queue: queue.Queue[ObjectEvent] = queue.Queue()
@@ -122,11 +122,8 @@ class RealtimeIndexer:
         self._thread = threading.Thread(target=self._run, name="erasure-indexer", daemon=True)
         self._thread.start()
         self._unsubscribe = self.storage.subscribe(self.on_storage_event)
-        if self._watch:
-            from lakeward.storage.local import LocalStorage
-
-            assert isinstance(self.storage, LocalStorage)
-            watcher = LakeWatcher(self.storage.base, self.submit)
+        if self._lake_dir is not None:
+            watcher = LakeWatcher(self._lake_dir, self.submit)
             try:
                 watcher.start()
             except OSError as exc:
@@ -136,12 +133,12 @@ class RealtimeIndexer:
                     "cannot watch %s for files written by other programs (%s); raise "
                     "fs.inotify.max_user_watches, or index them with: lakeward erasure "
                     "index build",
-                    self.storage.base,
+                    self._lake_dir,
                     exc.strerror or exc,
                 )
             else:
                 self._watcher = watcher
-                self.status.watching = str(self.storage.base)
+                self.status.watching = str(self._lake_dir)
         self.status.started_at = time.time()
 
     def stop(self) -> None:

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import duckdb
 import pyarrow as pa
@@ -41,7 +41,7 @@ from lakeward.query.engines.scanned import DataFile, Source, bytes_scanned, duck
 from lakeward.query.model import TableRef
 from lakeward.query.types import arrow_type_of_hive, athena_type_of_duckdb, duckdb_type_of_hive
 from lakeward.query.types import quote_identifier as quote
-from lakeward.storage.arrow import S3_SCHEMES, S3Options, arrow_filesystem
+from lakeward.storage.arrow import S3Options, arrow_filesystem
 
 if TYPE_CHECKING:
     from lakeward.config import Settings
@@ -206,23 +206,24 @@ class DuckDbEngine(Engine):
     # -- tables ------------------------------------------------------------------------------
 
     def _source(self, table: ResolvedTable) -> Source:
-        parts = urlsplit(table.location)
         keys = [k.name for k in table.partition_keys]
         try:
-            if parts.scheme in ("", "file"):
-                filesystem, root = arrow_filesystem(table.location)
+            try:
+                filesystem, root = arrow_filesystem(table.location, self.s3)
+            except ValueError as exc:
+                if isinstance(exc, pa.ArrowException):
+                    raise
+                raise QueryFailed(  # a scheme the storage layer has no filesystem for
+                    f"table {table.ref} is at {table.location}, which the DuckDB engine cannot "
+                    "read (only file:, s3: and s3a: locations)"
+                ) from None
+            if isinstance(filesystem, pafs.LocalFileSystem):  # DuckDB reads the files itself
                 root = os.path.realpath(root)
                 return Source(table, _list_files(filesystem, root, keys), root)
-            if parts.scheme in S3_SCHEMES:
-                filesystem, root = arrow_filesystem(table.location, self.s3)
-                files = _list_files(filesystem, root, keys)
-                return Source(table, files, dataset=_dataset(filesystem, root, files, table))
+            files = _list_files(filesystem, root, keys)
+            return Source(table, files, dataset=_dataset(filesystem, root, files, table))
         except (OSError, pa.ArrowException) as exc:
             raise QueryFailed(f"cannot read table {table.ref} at {table.location}: {exc}") from None
-        raise QueryFailed(
-            f"table {table.ref} is at {table.location}, which the DuckDB engine cannot read "
-            "(only file:, s3: and s3a: locations)"
-        )
 
     def _create_view(self, run: _Run, source: Source) -> None:
         ref, con = source.table.ref, run.con
