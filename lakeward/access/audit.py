@@ -51,7 +51,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from lakeward.errors import InvalidRequest, StorageError
-from lakeward.sqlstate import migrate, open_engine, writer
+from lakeward.sqlstate import as_utc, migrate, open_engine, writer
 
 DECISIONS = ("allowed", "explicitDeny", "implicitDeny")
 GENESIS = "0" * 64  # the "previous hash" of the first row
@@ -358,9 +358,7 @@ def _with_id(record: AuditRecord, record_id: int) -> AuditRecord:
 
 def _record(row: Any) -> AuditRecord:
     values = {name: row[name] for name in _FIELDS}
-    # SQLite hands datetimes back without their zone; PostgreSQL in the session's.
-    time: datetime = row["time"]
-    values["time"] = time.replace(tzinfo=UTC) if time.tzinfo is None else time
+    values["time"] = as_utc(row["time"])
     return AuditRecord(**values)
 
 
