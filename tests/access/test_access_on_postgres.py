@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lakeward.access.control import AccessControl, Identity
 from lakeward.config import load_settings
-from tests.helpers import need
-
-SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432"
+from tests.helpers import pg_url
 
 
 @pytest.fixture
-def database() -> Iterator[str]:
-    sqlalchemy = pytest.importorskip("sqlalchemy")
-    try:
-        admin = sqlalchemy.create_engine(f"{SERVER}/postgres", isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            name = f"lakeward_access_{uuid.uuid4().hex[:8]}"
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except Exception as exc:  # noqa: BLE001 - the reason is shown by need()
-        need(False, f"no PostgreSQL server at 127.0.0.1:5432 ({exc})")
-        raise
-    yield f"{SERVER}/{name}"
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
-    admin.dispose()
+def database(postgres_db: str) -> str:
+    return pg_url(postgres_db)
 
 
 def test_users_policies_secrets_and_audit_share_one_database(database: str, tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """The IAM principal store: one behaviour suite, run on SQLite and on PostgreSQL.
 
 PostgreSQL is expected on 127.0.0.1:5432 (trust auth, user postgres); each test
-gets a database of its own, dropped afterwards. Without PostgreSQL (or psycopg)
-those tests skip, and under CI=true they fail.
+gets a schema of its own (the ``db`` fixture of tests/conftest.py). Without PostgreSQL
+(or psycopg) those tests skip, and under CI=true they fail.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import json
 import os
 import re
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,16 +18,13 @@ from typing import Any
 
 import pytest
 from argon2 import PasswordHasher, extract_parameters
-from sqlalchemy import create_engine, select, text, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import select, update
 
 from lakeward import sqlstate
 from lakeward.access import schema
 from lakeward.access.principals import ADMIN_POLICIES, Principals
 from lakeward.errors import AccessDenied, ConfigError, InvalidRequest, ResourceNotFound
-from tests.helpers import need
 
-PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 KEY = os.urandom(32)
 ADMIN = next(iter(ADMIN_POLICIES))
 T0 = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -47,38 +43,12 @@ def cheap_hasher() -> PasswordHasher:
 # -- backends ---------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[Engine]:
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        need(False, "psycopg is not installed: pip install 'psycopg[binary]'")
-    engine = create_engine(PG_SERVER, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect():
-            pass
-    except Exception as e:  # any failure to connect means: no server to test against
-        need(False, f"PostgreSQL is not reachable on 127.0.0.1:5432 as postgres: {e}")
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | Path]:
-    """Where a store lives: a SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield tmp_path / "access" / "iam.db"
-        return
-    server: Engine = request.getfixturevalue("pg_server")
-    name = f"lakeward_iam_{uuid.uuid4().hex[:12]}"
-    with server.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        # The bare scheme, as a user would write it: the store picks psycopg 3.
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with server.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+@pytest.fixture
+def database(db: str | Path) -> str | Path:
+    """Where a store lives: the shared ``db`` fixture's SQLite file or PostgreSQL schema,
+    the latter named with the bare scheme, as a user would write it (the store picks
+    psycopg 3)."""
+    return db.replace("postgresql+psycopg://", "postgresql://", 1) if isinstance(db, str) else db
 
 
 @pytest.fixture
