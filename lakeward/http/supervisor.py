@@ -190,18 +190,22 @@ class Supervisor:
                 code = slot.process.popen.poll()
                 if code is None:
                     continue
-                cause = _cause(code)
-                failed = end_process(queries.store, slot.process.process_id, cause)
-                log.error(
-                    "worker %d (pid %d) %s; %d of its queries failed; replaced",
-                    slot.index,
-                    slot.process.pid,
-                    cause,
-                    len(failed),
-                )
-                replacement = self.spare or self._launch(listener, relay)
+                # The spare first (every moment counts), then the dead worker's queries.
+                dead, replacement = slot.process, self.spare or self._launch(listener, relay)
                 slot.process, slot.state = self._serve(replacement), "starting"
                 slot.restarts += 1
+                self.spare = None
+                self._write()
+                cause = _cause(code)
+                failed = end_process(queries.store, dead.process_id, cause)
+                log.error(
+                    "worker %d (pid %d) %s; %d of its queries failed; replaced by pid %d",
+                    slot.index,
+                    dead.pid,
+                    cause,
+                    len(failed),
+                    replacement.pid,
+                )
                 self.spare = self._launch(listener, relay)
                 changed = True
             if any(slot.state == "starting" for slot in self.slots):
