@@ -248,7 +248,9 @@ class Stack:
         command = [sys.executable, "-m", "lakeward", "serve", "--data-dir", data_dir]
         with self.progress.step(f"start server ({self.server_url()})"):
             process.start(command)
-            process.wait_until(self._server_healthy, 60, "ready")
+            # Every worker imports and builds the application at once: on a busy
+            # machine that takes a while.
+            process.wait_until(self._server_healthy, 180, "ready")
 
     def _server_healthy(self) -> bool:
         pid = self.server_process.pid()

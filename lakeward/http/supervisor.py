@@ -5,7 +5,8 @@ The supervisor binds the port once and hands the listening socket to
 spreads connections among them, so one Python process (one GIL) no longer caps
 the server. It also:
 
-* restarts a worker that dies, at once (it looks every ``CHECK`` s), and fails
+* replaces a worker that dies, at once (it looks every ``CHECK`` s) by a spare
+  it keeps ready once the workers serve, and fails
   the executions that worker was running, naming the cause; the others are
   untouched, since every execution's state is in the state database and
   every result in the lake;
@@ -124,7 +125,6 @@ class Supervisor:
         try:
             for index in range(1, self.count + 1):
                 self.slots.append(Slot(index, self._serve(self._launch(listener, relay))))
-            self.spare = self._launch(listener, relay)
             self._write()
             log.warning(
                 "serving on %s:%d with %d workers", self.settings.server.host, self.port, self.count
@@ -206,13 +206,15 @@ class Supervisor:
                     len(failed),
                     replacement.pid,
                 )
-                self.spare = self._launch(listener, relay)
                 changed = True
             if any(slot.state == "starting" for slot in self.slots):
                 live = {p[0] for p in queries.store.live_processes()}
                 for slot in self.slots:
                     if slot.state == "starting" and slot.process.process_id in live:
                         slot.state, changed = "running", True
+            if self.spare is None and all(slot.state == "running" for slot in self.slots):
+                # Only once the workers serve: their start is not slowed by the spare's.
+                self.spare, changed = self._launch(listener, relay), True
             if changed:
                 self._write()
 

@@ -62,8 +62,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     stack = Stack(settings)
     stack.start_server()
     wait_for(lambda: all(w["state"] == "running" for w in read_workers(settings)), 120, "workers")
+    wait_for(lambda: _supervisor_record(settings)["spare"], 120, "the spare")
     yield settings
     stack.server_process.stop()
+
+
+def _supervisor_record(settings: Settings) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(
+        (settings.data_dir / "run" / "server-workers.json").read_text()
+    )
+    return record
 
 
 def wait_for(ready: Any, timeout: float, what: str) -> None:
@@ -180,7 +188,7 @@ def test_a_worker_killed_under_load_is_replaced_and_its_queries_fail_with_a_reas
                 mine["ok_after_kill"] += 1
 
     killed = threading.Event()
-    threads = [threading.Thread(target=load, args=(n,)) for n in range(6)]
+    threads = [threading.Thread(target=load, args=(n,)) for n in range(8)]
     for thread in threads:
         thread.start()
     time.sleep(3)
@@ -226,7 +234,7 @@ def test_a_worker_killed_under_load_is_replaced_and_its_queries_fail_with_a_reas
 
 
 def test_the_background_services_run_once_for_all_workers(server: Settings) -> None:
-    supervisor = json.loads((server.data_dir / "run" / "server-workers.json").read_text())
+    supervisor = _supervisor_record(server)
     servers = [supervisor["supervisor"], *(w["pid"] for w in supervisor["workers"])]
     servers.append(supervisor["spare"])
     # The lake's watcher: one inotify instance, in the supervisor only.
@@ -294,3 +302,31 @@ def _inotify_instances(pid: int) -> int:
         except OSError:
             continue
     return count
+
+
+BACKGROUND_THREADS = {"erasure-worker", "erasure-indexer", "bi-refresh"}
+
+
+def test_a_worker_application_runs_no_background_service(tmp_path: Path) -> None:
+    """What keeps them once: a worker's application starts none of them (the
+    supervisor does), while an application alone runs each once."""
+    from fastapi.testclient import TestClient
+
+    from lakeward.http import create_app
+    from lakeward.http.relay import RelayClient
+
+    settings = load_settings(data_dir=tmp_path, env={})
+    settings = settings.model_copy(
+        update={"erasure": settings.erasure.model_copy(update={"run_worker": True})}
+    )
+
+    def running() -> list[str]:
+        return sorted(t.name for t in threading.enumerate() if t.name in BACKGROUND_THREADS)
+
+    assert running() == []
+    relay = RelayClient("\0lakeward-test-nobody", b"key")
+    with TestClient(create_app(settings, process="test:1:w1", relay=relay)):
+        assert running() == []
+    with TestClient(create_app(settings)):
+        assert running() == sorted(BACKGROUND_THREADS)
+    wait_for(lambda: running() == [], 30, "the background threads to stop")
