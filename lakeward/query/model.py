@@ -76,12 +76,31 @@ class QueryExecution:
 
 @dataclass(frozen=True)
 class ResultPage:
-    """One page of a result; ``rows`` holds strings (None for NULL), labels row included."""
+    """One page of a result, labels row included, as ``GetQueryResults`` sends its rows.
+
+    ``rows_json`` is the page's rows in Athena's JSON, ``{"Data":[...]}`` objects
+    joined by commas, rendered when the result was written; ``rows`` reads them
+    back as strings (None for NULL) for callers inside lakeward.
+    """
 
     columns: list[ColumnInfo]
-    rows: list[list[str | None]]
+    rows_json: bytes
     next_token: str | None = None
     update_count: int = 0
+
+    @classmethod
+    def of_rows(
+        cls, columns: list[ColumnInfo], rows: list[list[str | None]], next_token: str | None = None
+    ) -> ResultPage:
+        from lakeward.query.pages import json_rows
+
+        return cls(columns, json_rows(rows), next_token)
+
+    @property
+    def rows(self) -> list[list[str | None]]:
+        from lakeward.query.pages import rows_of_json
+
+        return rows_of_json(self.rows_json)
 
 
 @dataclass(frozen=True)

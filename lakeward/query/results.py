@@ -2,15 +2,16 @@
 
 The CSV is Athena's: a header row of column names, then every value in double
 quotes (``"`` doubled), NULL as an empty unquoted field, values in Trino's
-text forms (``2020-01-02 03:04:05.000``, ``true``, ``1.0E7``, ``[1, 2]``,
-``{a=1}``). Beside it, ``<id>.csv.metadata`` holds JSON: the columns as
-ColumnInfo fields, the row count and ``format: 1``.
+text forms (``query/texts.py``). Beside it, ``<id>.csv.metadata`` holds JSON:
+the columns as ColumnInfo fields, the row count and ``format: 1``.
 
-Pages are read back with an opaque NextToken (base64 of a row offset, the byte
-offset of that row, and a check binding both to the execution). Recently
-written or read results are kept parsed in a memory-bounded LRU cache so that
-paging does not read the lake every time; larger results stream from the
-object, skipping to the token's byte offset.
+The rows are rendered once, as they are written, into ``GetQueryResults``'s
+JSON (``query/pages.py``) and stored as ``<id>.csv.pages``; a page is then a
+slice of stored bytes. Pages are read back with an opaque NextToken (base64 of
+a row offset, the byte offset of that row in the CSV, and a check binding both
+to the execution). Recently written or read pages are kept in a memory-bounded
+LRU cache; larger ones are read by ranges from the lake. A result written
+before pages were stored (no ``.pages``) is parsed from its CSV.
 """
 
 from __future__ import annotations
@@ -19,31 +20,29 @@ import base64
 import binascii
 import hashlib
 import json
-import math
-import struct
+import shutil
 import tempfile
 import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from datetime import date, datetime, time
-from decimal import Decimal
-from itertools import accumulate
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.errors import InvalidRequest, ObjectNotFound, ResourceNotFound, StorageError
+from lakeward.query import pages
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import ColumnInfo, ResultPage
+from lakeward.query.pages import Pages
+from lakeward.query.texts import column_texts, is_plain
 from lakeward.storage import Storage
 
 FORMAT = 1
 MAX_RESULTS = 1000
 CACHE_BYTES = 128 * 1024 * 1024
-_SKIP_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -53,20 +52,12 @@ class ResultSummary:
     columns: list[ColumnInfo]
 
 
-@dataclass
-class _Cached:
-    columns: list[ColumnInfo]
-    rows: list[list[str | None]]
-    offsets: array[int]  # byte offset of each data row, then of the end
-    size: int  # estimated memory
-
-
 class ResultCache:
-    """Parsed results by object URI, least recently used first out, within ``max_bytes``."""
+    """Rendered pages by object URI, least recently used first out, within ``max_bytes``."""
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, _Cached] = OrderedDict()
+        self._entries: OrderedDict[str, Pages] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
 
@@ -74,14 +65,14 @@ class ResultCache:
     def max_entry_bytes(self) -> int:
         return self.max_bytes // 4  # so that one big result does not evict all the others
 
-    def get(self, uri: str) -> _Cached | None:
+    def get(self, uri: str) -> Pages | None:
         with self._lock:
             entry = self._entries.get(uri)
             if entry is not None:
                 self._entries.move_to_end(uri)
             return entry
 
-    def put(self, uri: str, entry: _Cached) -> None:
+    def put(self, uri: str, entry: Pages) -> None:
         if entry.size > self.max_entry_bytes:
             return
         with self._lock:
@@ -104,6 +95,10 @@ def result_keys(key_prefix: str, execution_id: str) -> tuple[str, str]:
     return csv_key, csv_key + ".metadata"
 
 
+def pages_key(csv_key: str) -> str:
+    return csv_key + ".pages"
+
+
 def write_results(
     storage: Storage,
     bucket: str,
@@ -112,44 +107,52 @@ def write_results(
     result: EngineResult,
     cache: ResultCache | None = None,
 ) -> ResultSummary:
-    """Write a result's CSV and metadata; the CSV lands whole or not at all.
+    """Write a result's CSV, metadata and pages; the CSV lands whole or not at all.
 
-    The batches stream into a local temporary file that is put in one call,
-    so a failing batch iterator leaves no object behind.
+    The batches stream into local temporary files that are put in one call
+    each, so a failing batch iterator leaves no object behind.
     """
     cache = _CACHE if cache is None else cache
     csv_key, metadata_key = result_keys(key_prefix, execution_id)
     columns = result.columns
-    kept: list[list[str | None]] | None = []  # rows for the cache, while they fit
-    offsets = array("q")
-    estimate = row_count = 0
-    with tempfile.TemporaryFile() as spool:
+    offset_parts: list[pa.Array] = []
+    csv_offset_parts: list[pa.Array] = []
+    body_len = rows = 0
+    with tempfile.TemporaryFile() as spool, tempfile.TemporaryFile() as body:
         position = spool.write(_record([c.name for c in columns]))
         for batch in result.batches:
-            texts = [_texts(batch.column(i)) for i in range(batch.num_columns)]
-            lines = _csv_lines(texts, batch.num_rows)
-            data = "".join(lines.to_pylist()).encode("utf-8")
-            row_count += batch.num_rows
-            if kept is not None:
-                starts = accumulate(pc.binary_length(lines).to_pylist(), initial=position)
-                offsets.extend(list(starts)[:-1])
-                rows = [list(r) for r in zip(*(t.to_pylist() for t in texts), strict=True)]
-                estimate += _estimate(rows)
-                if estimate <= cache.max_entry_bytes:
-                    kept.extend(rows)
-                else:  # too big to cache: read_page will stream it from the lake
-                    kept, offsets = None, array("q")
-            spool.write(data)
-            position += len(data)
+            texts = [column_texts(batch.column(i)) for i in range(batch.num_columns)]
+            plain = [is_plain(batch.column(i).type) for i in range(batch.num_columns)]
+            lines, line_offsets = pages.concatenated(_csv_lines(texts, batch.num_rows))
+            fragments = pages.row_fragments(texts, plain, batch.num_rows)
+            rendered, row_offsets = pages.concatenated(fragments)
+            spool.write(lines)
+            body.write(rendered)
+            csv_offset_parts.append(pc.add(line_offsets.slice(0, batch.num_rows), position))
+            offset_parts.append(pc.add(row_offsets.slice(0, batch.num_rows), body_len))
+            position += len(lines)
+            body_len += len(rendered)
+            rows += batch.num_rows
         spool.seek(0)
         info = storage.put(bucket, csv_key, spool)
-    metadata = {"format": FORMAT, "columns": [asdict(c) for c in columns], "rows": row_count}
-    metadata["bytes"] = info.size
-    storage.put(bucket, metadata_key, json.dumps(metadata).encode("utf-8"))
-    if kept is not None:
-        offsets.append(position)
-        cache.put(storage.uri(bucket, csv_key), _Cached(columns, kept, offsets, estimate))
-    return ResultSummary(row_count, info.size, columns)
+        metadata = {"format": FORMAT, "columns": [asdict(c) for c in columns], "rows": rows}
+        metadata["bytes"] = info.size
+        storage.put(bucket, metadata_key, json.dumps(metadata).encode("utf-8"))
+        header = pages.header_json(columns)
+        offsets = pages.int64s(offset_parts, body_len)
+        csv_offsets = pages.int64s(csv_offset_parts, position)
+        with tempfile.TemporaryFile() as stored:
+            stored.write(pages.index(columns, header, body_len, offsets, csv_offsets))
+            body.seek(0)
+            shutil.copyfileobj(body, stored)
+            stored.seek(0)
+            storage.put(bucket, pages_key(csv_key), stored)
+        entry = Pages(columns, header, b"", offsets, csv_offsets)
+        if body_len + entry.size <= cache.max_entry_bytes:
+            body.seek(0)
+            entry.body = body.read()
+            cache.put(storage.uri(bucket, csv_key), entry)
+    return ResultSummary(rows, info.size, columns)
 
 
 def read_page(
@@ -171,28 +174,37 @@ def read_page(
     cache = _CACHE if cache is None else cache
     csv_key, metadata_key = result_keys(key_prefix, execution_id)
     uri = storage.uri(bucket, csv_key)
-    row, offset = _decode_token(next_token, execution_id) if next_token else (0, None)
+    row, _ = _decode_token(next_token, execution_id) if next_token else (0, None)
     labels = include_header and next_token is None
     wanted = max_results - 1 if labels else max_results
     entry = cache.get(uri)
     if entry is None:
-        columns, total, size = _metadata(storage, bucket, metadata_key, execution_id)
-        if size <= cache.max_entry_bytes // 4:  # parsed rows take a few times the text
-            entry = _load(storage, bucket, csv_key, columns)
+        try:
+            stream = storage.open(bucket, pages_key(csv_key))
+        except ObjectNotFound:  # written before pages were stored
+            entry = _load_legacy(storage, bucket, csv_key, metadata_key, execution_id)
             cache.put(uri, entry)
-    if entry is not None:
-        columns, total = entry.columns, len(entry.rows)
-        _check_row(row, total)
-        rows = entry.rows[row : row + wanted]
-        end_offset = entry.offsets[row + len(rows)]
-    else:
-        _check_row(row, total)
-        rows, end_offset = _stream_rows(storage, bucket, csv_key, offset, wanted)
-    labels_row: list[str | None] = [c.name for c in columns]
-    page = [labels_row, *rows] if labels else list(rows)
-    following = row + len(rows)
-    token = _encode_token(following, end_offset, execution_id) if following < total else None
-    return ResultPage(columns=list(columns), rows=page, next_token=token)
+        else:
+            with stream:
+                reader = pages.PagesReader(stream)
+                if reader.size > cache.max_entry_bytes:
+                    return _page(reader, row, wanted, labels, execution_id)
+                entry = reader.whole()
+                cache.put(uri, entry)
+    return _page(entry, row, wanted, labels, execution_id)
+
+
+def _page(
+    source: Pages | pages.PagesReader, row: int, wanted: int, labels: bool, execution_id: str
+) -> ResultPage:
+    _check_row(row, source.rows)
+    count = min(wanted, source.rows - row)
+    rows_json, csv_end = source.slice(row, count)
+    if labels:
+        rows_json = source.header + b"," + rows_json if rows_json else source.header
+    following = row + count
+    token = _encode_token(following, csv_end, execution_id) if following < source.rows else None
+    return ResultPage(columns=list(source.columns), rows_json=rows_json, next_token=token)
 
 
 # -- writing -----------------------------------------------------------------------------------
@@ -215,113 +227,6 @@ def _csv_lines(texts: list[pa.Array], num_rows: int) -> pa.Array:
         return pa.array(["\n"] * num_rows, pa.string())
     joined = pc.binary_join_element_wise(*fields, ",")
     return pc.binary_join_element_wise(joined, "", "\n").cast(pa.string())
-
-
-def _estimate(rows: list[list[str | None]]) -> int:
-    # What CPython spends on a list of short strings, roughly.
-    return sum(64 + 8 * len(r) + sum(0 if v is None else 49 + len(v) for v in r) for r in rows)
-
-
-def _texts(values: pa.Array) -> pa.Array:
-    """A column's values as Athena writes them, nulls kept."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    kind = values.type
-    t = pa.types
-    if t.is_dictionary(kind):
-        return _texts(values.dictionary_decode())
-    if t.is_string(kind) or t.is_large_string(kind) or t.is_string_view(kind):
-        return values.cast(pa.string())
-    if t.is_timestamp(kind):
-        millis = pc.floor_temporal(values, unit="millisecond")
-        pattern = "%Y-%m-%d %H:%M:%S %Z" if kind.tz else "%Y-%m-%d %H:%M:%S"
-        return pc.strftime(millis.cast(pa.timestamp("ms", kind.tz)), format=pattern)
-    if t.is_time(kind):
-        # Truncating to milliseconds, as Athena prints times.
-        return pc.strftime(values.cast(pa.time32("ms"), safe=False), format="%H:%M:%S")
-    if t.is_integer(kind) or t.is_boolean(kind) or t.is_decimal(kind) or t.is_date(kind):
-        return values.cast(pa.string())
-    if t.is_float32(kind) or t.is_float64(kind):
-        return _float_texts(values)
-    return pa.array(
-        [None if v is None else _text(v, kind) for v in values.to_pylist()], pa.string()
-    )
-
-
-def _float_texts(values: pa.Array) -> pa.Array:
-    # Arrow prints the same shortest digits as Java, only without Java's ".0" and
-    # E-notation: add the one, and leave values that need the other to _java_float.
-    text = values.cast(pa.string())
-    whole = pc.binary_join_element_wise(text, ".0", "")
-    text = pc.if_else(pc.match_substring(text, "."), text, whole)
-    magnitude = pc.abs(values)
-    plain = pc.fill_null(pc.and_(pc.greater_equal(magnitude, 1e-3), pc.less(magnitude, 1e7)), True)
-    if pc.all(plain).as_py():
-        return text
-    single = pa.types.is_float32(values.type)
-    fixed = zip(text.to_pylist(), plain.to_pylist(), values.to_pylist(), strict=True)
-    return pa.array([s if ok else _java_float(v, single) for s, ok, v in fixed], pa.string())
-
-
-def _text(value: Any, kind: pa.DataType) -> str:
-    """One value in Trino's text form: nested values unquoted, nested NULLs as ``null``."""
-    if value is None:
-        return "null"
-    t = pa.types
-    if t.is_map(kind):
-        pairs = (f"{_text(k, kind.key_type)}={_text(v, kind.item_type)}" for k, v in value)
-        return "{" + ", ".join(pairs) + "}"
-    if t.is_struct(kind):
-        fields = (kind.field(i) for i in range(kind.num_fields))
-        return "{" + ", ".join(f"{f.name}={_text(value[f.name], f.type)}" for f in fields) + "}"
-    if t.is_list(kind) or t.is_large_list(kind) or t.is_fixed_size_list(kind):
-        return "[" + ", ".join(_text(v, kind.value_type) for v in value) + "]"
-    if t.is_dictionary(kind):
-        return _text(value, kind.value_type)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return _java_float(value, single=t.is_float32(kind) or t.is_float16(kind))
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, bytes):
-        return " ".join(f"{b:02x}" for b in value)
-    if isinstance(value, datetime):
-        text = value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}"
-        return f"{text} {value.tzname()}" if value.tzinfo else text
-    if isinstance(value, date | time):
-        return value.isoformat(timespec="milliseconds") if isinstance(value, time) else str(value)
-    return str(value)
-
-
-def _java_float(value: float, single: bool) -> str:
-    """Java's ``Double.toString`` (``Float.toString`` if ``single``), as Trino prints doubles."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "-0.0" if math.copysign(1, value) < 0 else "0.0"
-    shortest = repr(value)
-    if single:  # the fewest digits that read back as the same 32-bit float
-        packed = struct.pack("<f", value)
-        for precision in range(1, 10):
-            shortest = f"{value:.{precision}g}"
-            if struct.pack("<f", float(shortest)) == packed:
-                break
-    sign, digits, exponent = Decimal(shortest).as_tuple()
-    assert isinstance(exponent, int)
-    magnitude = exponent + len(digits) - 1  # of the leading digit
-    text = "".join(map(str, digits)).rstrip("0") or "0"
-    if -3 <= magnitude < 7:
-        if magnitude < 0:
-            whole, fraction = "0", "0" * (-magnitude - 1) + text
-        else:
-            whole, fraction = text[: magnitude + 1].ljust(magnitude + 1, "0"), text[magnitude + 1 :]
-        body = f"{whole}.{fraction or '0'}"
-    else:
-        body = f"{text[0]}.{text[1:] or '0'}E{magnitude}"
-    return ("-" if sign else "") + body
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -368,10 +273,8 @@ def _parse(record: bytes) -> list[str | None]:
         position += 1
 
 
-def _metadata(
-    storage: Storage, bucket: str, key: str, execution_id: str
-) -> tuple[list[ColumnInfo], int, int]:
-    """The columns, row count and CSV size a result's metadata records."""
+def _metadata(storage: Storage, bucket: str, key: str, execution_id: str) -> list[ColumnInfo]:
+    """The columns a result's metadata records."""
     try:
         data = json.loads(storage.get(bucket, key))
     except ObjectNotFound:
@@ -380,47 +283,27 @@ def _metadata(
         raise StorageError(f"{storage.uri(bucket, key)} is not valid JSON") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise StorageError(f"{storage.uri(bucket, key)} is not result metadata of format {FORMAT}")
-    columns = [ColumnInfo(**c) for c in data["columns"]]
-    return columns, int(data["rows"]), int(data.get("bytes", 0))
+    return [ColumnInfo(**c) for c in data["columns"]]
 
 
-def _load(storage: Storage, bucket: str, key: str, columns: list[ColumnInfo]) -> _Cached:
-    rows: list[list[str | None]] = []
-    offsets = array("q")
-    with storage.open(bucket, key) as stream:
+def _load_legacy(
+    storage: Storage, bucket: str, csv_key: str, metadata_key: str, execution_id: str
+) -> Pages:
+    """Pages of a result stored without them, from its CSV."""
+    columns = _metadata(storage, bucket, metadata_key, execution_id)
+    body: list[bytes] = []
+    offsets, csv_offsets = array("q", [0]), array("q")  # only the old results: rows in Python
+    with storage.open(bucket, csv_key) as stream:
         records = _records(stream)
         position = len(next(records, b""))  # past the header
         for record in records:
-            offsets.append(position)
-            rows.append(_parse(record))
+            csv_offsets.append(position)
+            body.append(pages.json_rows([_parse(record)]) + b",")
+            offsets.append(offsets[-1] + len(body[-1]))
             position += len(record)
-    offsets.append(position)
-    return _Cached(columns, rows, offsets, _estimate(rows))
-
-
-def _stream_rows(
-    storage: Storage, bucket: str, key: str, offset: int | None, wanted: int
-) -> tuple[list[list[str | None]], int]:
-    """Up to ``wanted`` rows from a byte offset (None: the first row), and the offset after."""
-    rows: list[list[str | None]] = []
-    with storage.open(bucket, key) as stream:
-        if offset is None:
-            offset = len(next(_records(stream), b""))  # past the header
-        elif stream.seekable():
-            stream.seek(offset)
-        else:
-            remaining = offset
-            while remaining > 0:
-                skipped = len(stream.read(min(remaining, _SKIP_CHUNK)))
-                if not skipped:
-                    break
-                remaining -= skipped
-        for record in _records(stream):
-            if len(rows) == wanted:
-                break
-            rows.append(_parse(record))
-            offset += len(record)
-    return rows, offset
+    csv_offsets.append(position)
+    header = pages.header_json(columns)
+    return Pages(columns, header, b"".join(body), memoryview(offsets), memoryview(csv_offsets))
 
 
 def _check_row(row: int, total: int) -> None:

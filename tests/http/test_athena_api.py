@@ -127,7 +127,7 @@ class FakeSqlApi:
         start = int(next_token or 0)
         end = start + max_results
         token = str(end) if end < len(rows) else None
-        return ResultPage(COLUMNS, rows[start:end], next_token=token)
+        return ResultPage.of_rows(COLUMNS, rows[start:end], next_token=token)
 
     def stop_query_execution(self, execution_id: str) -> None:
         execution = self.get_query_execution(execution_id)

@@ -89,7 +89,8 @@ def test_csv_is_written_as_athena_writes_it(storage: Storage) -> None:
 
 
 def test_more_value_forms() -> None:
-    from lakeward.query.results import _java_float, _texts
+    from lakeward.query.texts import column_texts as _texts
+    from lakeward.query.texts import java_float as _java_float
 
     assert [_java_float(v, single=False) for v in (1.0, 100.0, 0.001, 0.0001, -2.5e-10, 1e21)] == [
         "1.0", "100.0", "0.001", "1.0E-4", "-2.5E-10", "1.0E21"]  # fmt: skip

@@ -98,7 +98,7 @@ def _handle(
     query: str,
     body: bytes,
     request_id: str,
-) -> JsonDict:
+) -> JsonDict | bytes:
     target = headers.get("x-amz-target", "")
     operation = target.removeprefix(_TARGET_PREFIX) if target.startswith(_TARGET_PREFIX) else ""
     mutating = operation.startswith(_MUTATING)
@@ -122,8 +122,9 @@ def _handle(
     return handler(api, checked(shape, data, ""), principal)
 
 
-def _respond(status: int, body: JsonDict, request_id: str) -> Response:
-    content = json.dumps(body, separators=(",", ":"))
+def _respond(status: int, body: JsonDict | bytes, request_id: str) -> Response:
+    # Result pages come encoded already (rendered when the result was written).
+    content = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":"))
     headers = {"x-amzn-RequestId": request_id}
     return Response(content, status_code=status, media_type=CONTENT_TYPE, headers=headers)
 

@@ -14,7 +14,7 @@ from lakeward.query.model import (
     JsonDict,
 )
 
-Handler = Callable[[SqlApi, JsonDict, str], JsonDict]
+Handler = Callable[[SqlApi, JsonDict, str], JsonDict | bytes]  # bytes: JSON already encoded
 
 
 def _reuse_minutes(r: JsonDict) -> int | None:
@@ -46,13 +46,12 @@ def _get_query_execution(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
     }
 
 
-def _get_query_results(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
+def _get_query_results(api: SqlApi, r: JsonDict, _: str) -> bytes:
     if r.get("QueryResultType", "DATA_ROWS") != "DATA_ROWS":
         raise InvalidRequest("lakeward returns query results as DATA_ROWS only")
     execution_id, max_results = r["QueryExecutionId"], r.get("MaxResults", 1000)
     page = api.get_query_results(execution_id, r.get("NextToken"), max_results)
-    result = {"UpdateCount": page.update_count, "ResultSet": shapes.result_set(page)}
-    return result | shapes.next(page.next_token)
+    return shapes.query_results(page)
 
 
 def _stop_query_execution(api: SqlApi, r: JsonDict, _: str) -> JsonDict:

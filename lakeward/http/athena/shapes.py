@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -84,13 +85,23 @@ def column_info(c: ColumnInfo) -> JsonDict:
     }
 
 
-def result_set(page: ResultPage) -> JsonDict:
-    # NULL is a Datum without VarCharValue; an empty string is VarCharValue "".
-    rows = [{"Data": [{} if v is None else {"VarCharValue": v} for v in r]} for r in page.rows]
-    return {
-        "Rows": rows,
-        "ResultSetMetadata": {"ColumnInfo": list(map(column_info, page.columns))},
-    }
+def query_results(page: ResultPage) -> bytes:
+    """GetQueryResults's answer, as ``json.dumps`` would write it, around the stored rows.
+
+    The rows were rendered when the result was written (``query/pages.py``):
+    NULL is a Datum without VarCharValue, an empty string is VarCharValue "".
+    """
+    described = {"ColumnInfo": list(map(column_info, page.columns))}
+    parts = [
+        b'{"UpdateCount":%d,"ResultSet":{"Rows":[' % page.update_count,
+        page.rows_json,
+        b'],"ResultSetMetadata":',
+        json.dumps(described, separators=(",", ":")).encode("ascii"),
+        b"}",
+    ]
+    if page.next_token:
+        parts.append(b',"NextToken":' + json.dumps(page.next_token).encode("ascii"))
+    return b"".join(parts) + b"}"
 
 
 def catalog(c: DataCatalog) -> JsonDict:
