@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import threading
@@ -139,6 +140,13 @@ def test_views_over_two_tables_in_one_query(
     assert rows(run(engine, sql, plain, events)) == [(1, 30), (2, 30), (3, 30)]
 
 
+def warm(engine: DuckDbEngine, *tables: ResolvedTable) -> object:
+    """Run a query so that the next one over the same tables gets a pooled connection."""
+    assert rows(run(engine, "SELECT 42", *tables)) == [(42,)]
+    (idle,) = [c for pooled in engine.pool._idle.values() for c in pooled]
+    return idle
+
+
 @pytest.mark.parametrize("sql", [
     "SELECT * FROM read_csv('/etc/passwd')",
     "SELECT * FROM read_text('/etc/hostname')",
@@ -151,6 +159,7 @@ def test_views_over_two_tables_in_one_query(
 def test_only_the_tables_files_can_be_read(
     engine: DuckDbEngine, plain: ResolvedTable, lake: Path, sql: str
 ) -> None:
+    warm(engine, plain)
     with pytest.raises(QueryFailed, match="not allowed|disabled"):
         run(engine, sql.format(lake=lake), plain)
 
@@ -168,6 +177,7 @@ def test_only_the_tables_files_can_be_read(
 def test_statements_other_than_select_are_refused(
     engine: DuckDbEngine, plain: ResolvedTable, lake: Path, sql: str
 ) -> None:
+    warm(engine, plain)
     with pytest.raises(QueryFailed):
         run(engine, sql.format(lake=lake), plain)
     assert not (lake / "plain/evil.csv").exists()
@@ -177,6 +187,7 @@ def test_the_connection_itself_is_locked(
     engine: DuckDbEngine, plain: ResolvedTable, lake: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Even past the statement check, configuration and other files stay out of reach."""
+    warm(engine, plain)
     monkeypatch.setattr(duckdb_engine, "_checked_statement", lambda con, sql: None)
     for sql in ("SET threads = 1", "SET enable_external_access = true", "PRAGMA threads = 1"):
         with pytest.raises(QueryFailed, match="locked"):
@@ -185,6 +196,49 @@ def test_the_connection_itself_is_locked(
         with pytest.raises(QueryFailed, match="not allowed"):
             run(engine, sql, plain)
     assert not (lake / "other/evil.csv").exists() and not (lake / "x.db").exists()
+
+
+LEFTOVERS = (
+    "SELECT (SELECT count(*) FROM duckdb_tables()) + (SELECT count(*) FROM duckdb_sequences())"
+    " + (SELECT count(*) FROM duckdb_functions() WHERE NOT internal)"
+    " + (SELECT count(*) FROM duckdb_variables())"
+)
+
+
+def test_a_pooled_connection_keeps_nothing_of_the_previous_query(
+    engine: DuckDbEngine, plain: ResolvedTable, lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pooled = warm(engine, plain)
+    views = "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+    alias = table("alias", plain.location)  # the same files: the same pooled connection
+    assert rows(run(engine, views, alias)) == [("alias",)]  # not the previous query's "plain"
+    assert warm(engine, alias) is pooled
+    with pytest.raises(QueryFailed, match="plain"):
+        rows(run(engine, 'SELECT * FROM "awsdatacatalog"."db"."plain"', alias))
+    warm(engine, plain)
+    # Past the statement check, whatever a statement leaves behind is not seen by the
+    # next query: its connection is cleaned or closed; settings stay locked, files shut.
+    monkeypatch.setattr(duckdb_engine, "_checked_statement", lambda con, sql: None)
+    leaks = (
+        "CREATE TEMP TABLE leak AS SELECT 1",
+        "CREATE MACRO leak() AS 1",
+        "SET VARIABLE leak = 1",
+        "CREATE SEQUENCE leak",
+        "PREPARE leak AS SELECT 1",
+    )
+    for sql in leaks:
+        with contextlib.suppress(Exception):
+            rows(run(engine, sql, plain))
+        assert rows(run(engine, LEFTOVERS, plain)) == [(0,)]
+        with pytest.raises(QueryFailed, match="locked"):
+            run(engine, "SET enable_external_access = true", plain)
+        with pytest.raises(QueryFailed, match="not allowed"):
+            run(engine, f"SELECT * FROM read_parquet('{lake}/other/secret.parquet')", plain)
+    # A connection left with anything on it is closed, never handed out again.
+    dirty = engine.pool.take([str(lake / "plain")], Limits())
+    dirty.con.execute("CREATE TEMP TABLE leak AS SELECT 1")
+    engine.pool.give(dirty)
+    assert engine.pool.take([str(lake / "plain")], Limits()) is not dirty
 
 
 def test_interrupt_stops_a_long_query(engine: DuckDbEngine) -> None:
@@ -255,7 +309,11 @@ def test_a_result_larger_than_memory_streams(engine: DuckDbEngine, tmp_path: Pat
         assert batch.num_rows <= duckdb_engine.ROWS_PER_BATCH
         count += batch.num_rows
     assert count == 3_000_000
-    assert list(spill.iterdir()) == []  # the execution's spill directory is gone
+    # What the execution spilled is gone (DuckDB keeps only its marker of the directory's
+    # owner); the pooled connection's directory goes when the connection closes.
+    assert [p for p in spill.rglob("*") if p.is_file() and not p.name.endswith("_owner")] == []
+    engine.pool.close()
+    assert list(spill.iterdir()) == []
 
 
 def test_result_column_types(engine: DuckDbEngine) -> None:

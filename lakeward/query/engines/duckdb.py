@@ -1,12 +1,15 @@
 """DuckDB as the SQL service's engine: one locked-down, in-process database per execution.
 
-Each execution gets a new connection whose configuration is locked before
-anything else runs on it: the memory limit, spill directory and threads of
-its ``Limits``; the tables' directories as the only files it may read; no
-other file, network or extension access; no ``SET`` afterwards. The tables are
-then views ``"<catalog>"."<database>"."<table>"`` over their data files, typed
-as the metastore declares them, and the statement (one SELECT, or EXPLAIN of
-one) runs over them.
+Each execution runs alone on a connection whose configuration was locked
+before anything else ran on it: the memory limit, spill directory and threads
+of its ``Limits``; the tables' directories as the only files it may read; no
+other file, network or extension access; no ``SET`` afterwards. Connections
+are kept open between executions that may read the same directories, and
+cleaned in between (``engines/pool.py``). The tables are views
+``"<catalog>"."<database>"."<table>"`` over their data files, typed as the
+metastore declares them, and the statement (one SELECT, or EXPLAIN of one)
+runs over them. What a view needs to know of its files (their columns and
+types, from a DESCRIBE) is kept per list of files and sizes.
 
 Local tables (``file:`` locations) are read by DuckDB's own Parquet reader;
 tables on S3 (``s3://``, ``s3a://``) through a pyarrow dataset registered on
@@ -18,14 +21,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -37,6 +38,7 @@ import pyarrow.fs as pafs
 from lakeward.errors import QueryCancelled, QueryFailed
 from lakeward.metastore.client import Column
 from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
+from lakeward.query.engines.pool import Connection, ConnectionPool, close
 from lakeward.query.engines.scanned import DataFile, Source, bytes_scanned, duck_type, sql_literal
 from lakeward.query.model import TableRef
 from lakeward.query.types import arrow_type_of_hive, athena_type_of_duckdb, duckdb_type_of_hive
@@ -51,14 +53,19 @@ PLAN_COLUMN = "Query Plan"  # what Athena calls EXPLAIN's one column
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(ANALYZE\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
 _REINTERRUPT_SECONDS, _REINTERRUPTS = 0.25, 40
+_DESCRIBED = 512  # file lists whose columns are kept
 
 
 @dataclass
 class _Run:
-    con: duckdb.DuckDBPyConnection
-    spill: Path
+    connection: Connection
     cancelled: threading.Event = field(default_factory=threading.Event)
     datasets: list[Any] = field(default_factory=list)  # kept alive while the views read them
+    done: bool = False  # ran to its end: the connection may serve another execution
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        return self.connection.con
 
 
 class DuckDbEngine(Engine):
@@ -70,6 +77,8 @@ class DuckDbEngine(Engine):
     ) -> None:
         self.s3 = s3 if isinstance(s3, S3Options) or s3 is None else S3Options.from_settings(s3)
         self.rows_per_batch = rows_per_batch
+        self.pool = ConnectionPool()
+        self._described: OrderedDict[tuple[str, tuple[int, ...]], dict[str, str]] = OrderedDict()
         self._runs: dict[str, _Run] = {}
         # Reentrant: a result dropped unread closes its execution from the garbage
         # collector, in whatever thread it runs, possibly one holding the lock.
@@ -89,11 +98,10 @@ class DuckDbEngine(Engine):
         plan counts whole, so the figure never undercounts. A plain EXPLAIN
         scans nothing.
         """
-        run = self._open(execution_id, limits)
+        sources = [self._source(t) for t in {t.ref: t for t in tables}.values()]
+        run = self._open(execution_id, [s.local_dir for s in sources if s.local_dir], limits)
         try:
             with _errors(run, limits):
-                sources = [self._source(t) for t in {t.ref: t for t in tables}.values()]
-                _lock_down(run.con, sources)
                 _check(run)
                 explain = _checked_statement(run.con, sql)
                 for source in sources:
@@ -102,6 +110,7 @@ class DuckDbEngine(Engine):
                     inner = _EXPLAIN.sub("", sql)
                     scanned = bytes_scanned(run.con, inner, sources) if explain else 0
                     plan = run.con.sql(sql).fetchall()
+                    run.done = True
                     self._close(execution_id, run)
                     lines = [line for _, text in plan for line in text.splitlines()]
                     batch = pa.record_batch([pa.array(lines, pa.string())], names=[PLAN_COLUMN])
@@ -136,34 +145,16 @@ class DuckDbEngine(Engine):
             running = list(self._runs)
         for execution_id in running:
             self.interrupt(execution_id)
+        self.pool.close()
 
     # -- one execution -----------------------------------------------------------------------
 
-    def _open(self, execution_id: str, limits: Limits) -> _Run:
-        """A new connection with the execution's limits, registered so it can be interrupted."""
-        safe_id = re.sub(r"[^A-Za-z0-9_.-]", "_", execution_id)
-        if limits.spill_directory:
-            spill = Path(limits.spill_directory) / f"duckdb-{safe_id}"
-            spill.mkdir(parents=True, exist_ok=True)
-        else:
-            spill = Path(tempfile.mkdtemp(prefix=f"lakeward-spill-{safe_id}-"))
-        config: dict[str, str | bool | int | float | list[str]] = {
-            "memory_limit": limits.memory_limit,
-            "temp_directory": str(spill),
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-            "python_enable_replacements": False,  # no reading Python variables by name
-        }
-        if limits.threads:
-            config["threads"] = limits.threads
-        try:
-            run = _Run(duckdb.connect(":memory:", config=config), spill)
-        except duckdb.Error as exc:
-            shutil.rmtree(spill, ignore_errors=True)
-            raise QueryFailed(f"could not start DuckDB: {exc}") from None
+    def _open(self, execution_id: str, directories: list[str], limits: Limits) -> _Run:
+        """A connection that may read ``directories``, registered so it can be interrupted."""
+        run = _Run(self.pool.take(directories, limits))
         with self._lock:
             if execution_id in self._runs:
-                run.con.close()
+                close(run.connection)
                 raise QueryFailed(f"execution {execution_id} is already running")
             self._runs[execution_id] = run
         return run
@@ -177,15 +168,19 @@ class DuckDbEngine(Engine):
                 yield batch
                 with _errors(run, limits):
                     batch = _next_batch(run, reader)
+            run.done = True
         finally:
             self._close(execution_id, run)
 
     def _close(self, execution_id: str, run: _Run) -> None:
         with self._lock:
-            if self._runs.get(execution_id) is run:
-                del self._runs[execution_id]
-            run.con.close()
-        shutil.rmtree(run.spill, ignore_errors=True)
+            if self._runs.get(execution_id) is not run:
+                return  # closed already
+            del self._runs[execution_id]
+            if not run.done or run.cancelled.is_set():
+                close(run.connection)  # stopped half-way: never reused
+                return
+        self.pool.give(run.connection)
 
     def _interrupt_until_closed(self, execution_id: str, run: _Run, tries: int) -> None:
         # A statement that starts just after an interrupt does not see it, so
@@ -232,8 +227,7 @@ class DuckDbEngine(Engine):
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(ref.catalog)}.{quote(ref.database)}")
             scan, found = self._scan(run, source), {}
             if scan:
-                described = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
-                found = {str(row[0]).lower(): str(row[1]) for row in described}
+                found = self._describe(con, scan, source)
                 source.scan_columns = set(found)
             columns = [*source.table.columns, *source.table.partition_keys]
             select = ", ".join(_view_column(c, found) for c in columns)
@@ -245,6 +239,23 @@ class DuckDbEngine(Engine):
             location = source.table.location
             raise QueryFailed(f"cannot read table {ref} at {location}: {exc}") from None
 
+    def _describe(
+        self, con: duckdb.DuckDBPyConnection, scan: str, source: Source
+    ) -> dict[str, str]:
+        """The columns and types the files hold (lower-cased names), kept per files and sizes."""
+        key = (scan if source.dataset is None else "", tuple(f.size for f in source.files))
+        with self._lock:
+            found = self._described.get(key) if key[0] else None
+        if found is None:
+            described = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
+            found = {str(row[0]).lower(): str(row[1]) for row in described}
+            if key[0]:
+                with self._lock:
+                    self._described[key] = found
+                    while len(self._described) > _DESCRIBED:
+                        self._described.popitem(last=False)
+        return found
+
     def _scan(self, run: _Run, source: Source) -> str | None:
         """The relation a table's view selects from; None for a table without files."""
         if not source.files:
@@ -252,6 +263,7 @@ class DuckDbEngine(Engine):
         if source.dataset is not None:
             name = f"__lakeward_scan_{len(run.datasets)}"
             run.con.register(name, source.dataset)
+            run.connection.registered.append(name)
             run.datasets.append(source.dataset)
             return quote(name)
         keys = source.table.partition_keys
@@ -268,19 +280,6 @@ class DuckDbEngine(Engine):
 
 
 # -- tables' files and views ---------------------------------------------------------------------
-
-
-def _lock_down(con: duckdb.DuckDBPyConnection, sources: list[Source]) -> None:
-    """Restrict the connection before anything else runs on it, views included.
-
-    ``allowed_directories`` match as prefixes: a trailing '/' keeps /lake/t1/
-    from also opening /lake/t10/.
-    """
-    dirs = sorted({s.local_dir.rstrip("/") + "/" for s in sources if s.local_dir})
-    con.execute("SET TimeZone = 'UTC'")  # Athena's sessions run in UTC
-    con.execute(f"SET allowed_directories = [{', '.join(map(sql_literal, dirs))}]")
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
 
 
 def _view_column(column: Column, found: dict[str, str]) -> str:
