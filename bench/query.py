@@ -1157,9 +1157,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--snapshot",
         metavar="REV",
-        help="measure lakeward/ as committed at REV (e.g. HEAD), not the working tree",
+        help="measure lakeward/ as committed at REV (e.g. HEAD), not the working tree; "
+        "with --side-by-side: the previous code, run beside the working tree",
     )
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="small, seed and analytic queries on the working tree's server and on "
+        "--snapshot's, beside DuckDB alone, in one run (bench/_query_side.py)",
+    )
+    parser.add_argument("--analytic-runs", type=int, default=5, help="with --side-by-side")
     args = parser.parse_args(argv)
+    if args.side_by_side:
+        return side_by_side(args)
     if args.snapshot and SNAPSHOT_ENV not in os.environ:
         run_on_snapshot(args.snapshot)  # does not return
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
@@ -1296,6 +1306,29 @@ def main(argv: list[str] | None = None) -> int:
         snapshot = os.environ.get(SNAPSHOT_ENV)
         if snapshot and not (stack is not None and stack.owned and args.keep):
             shutil.rmtree(snapshot.split(maxsplit=1)[1], ignore_errors=True)
+    return 0
+
+
+def side_by_side(args: argparse.Namespace) -> int:
+    """The working tree's server and --snapshot's side by side (bench/_query_side.py)."""
+    import _query_side
+
+    if not args.snapshot:
+        raise SystemExit("--side-by-side needs --snapshot REV: the previous code to compare with")
+    say(f"machine: {machine()}")
+    say(f"lakeward: {lakeward_version()}")
+    work = Path(tempfile.mkdtemp(prefix="lakeward-bench-side-"))
+    stack = attach(args.data_dir, work) if args.data_dir else bring_up(args.covid_source, work)
+    try:
+        figures = _query_side.side_by_side(args, stack, work)
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2, default=str))
+    finally:
+        if stack.owned and not args.keep:
+            lakeward_command("down", "--data-dir", str(stack.data_dir), log=stack.log)
+            shutil.rmtree(work, ignore_errors=True)
+        elif stack.owned:
+            say(f"\nstack kept: lakeward down --data-dir {stack.data_dir}")
     return 0
 
 

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -56,6 +57,7 @@ from lakeward.storage.paths import lake_place
 log = logging.getLogger(__name__)
 
 MAX_QUEUED = 1000
+RECENT = 1024  # finished executions kept in memory for their last polls and pages
 
 
 def _now() -> datetime:
@@ -69,7 +71,10 @@ def _ms(seconds: float) -> int:
 class _Run:
     """What the service knows of an execution while it is queued or running."""
 
-    def __init__(self, statement: Statement, group: WorkGroup, principal: str) -> None:
+    def __init__(
+        self, statement: Statement, group: WorkGroup, principal: str, execution: QueryExecution
+    ) -> None:
+        self.execution = execution  # this process updates it: polls are answered from it
         self.statement = statement
         self.group = group
         self.principal = principal
@@ -104,6 +109,7 @@ class QueryService(MetadataOperations):
         self.catalogs = Catalogs(self.store)
         self._engines: dict[str, Engine] = {}
         self._runs: dict[str, _Run] = {}
+        self._recent: OrderedDict[str, QueryExecution] = OrderedDict()  # finished: never change
         self._lock = threading.Lock()
         self._slots: dict[str, threading.Semaphore] = {}
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
@@ -227,7 +233,7 @@ class QueryService(MetadataOperations):
         with self._lock:
             if len(self._runs) >= MAX_QUEUED:
                 raise TooManyRequests(f"more than {MAX_QUEUED} queries are queued; retry later")
-            self._runs[execution.id] = _Run(statement, group, principal)
+            self._runs[execution.id] = _Run(statement, group, principal, execution)
         try:
             self.store.add_execution(execution, owner=self.presence.id)
         except IntegrityError:  # the same token, started at the same moment in another process
@@ -341,6 +347,15 @@ class QueryService(MetadataOperations):
             0, stats.total_execution_ms - stats.engine_execution_ms - stats.queue_ms
         )
         self.store.save_execution(execution)
+        self._remember(execution)
+
+    def _remember(self, execution: QueryExecution) -> None:
+        """Keep a finished execution for its polls and pages (a finished one never changes)."""
+        with self._lock:
+            self._recent[execution.id] = _copy(execution)
+            self._recent.move_to_end(execution.id)
+            while len(self._recent) > RECENT:
+                self._recent.popitem(last=False)
 
     def _time_out(self, execution_id: str) -> None:
         run = self._runs.get(execution_id)
@@ -403,9 +418,17 @@ class QueryService(MetadataOperations):
         return execution
 
     def _execution(self, execution_id: str) -> QueryExecution:
+        """From memory while this process runs it or once it finished here; else one read."""
+        with self._lock:
+            run = self._runs.get(execution_id)
+            known = _copy(run.execution) if run is not None else self._recent.get(execution_id)
+        if known is not None:
+            return _copy(known)
         execution = self.store.execution(execution_id)
         if execution is None:
             raise InvalidRequest(f"QueryExecution {execution_id} was not found")
+        if execution.state.done:
+            self._remember(execution)
         return execution
 
     def get_query_results(
@@ -477,6 +500,11 @@ class QueryService(MetadataOperations):
             else:
                 found.append(execution)
         return found, missing
+
+
+def _copy(execution: QueryExecution) -> QueryExecution:
+    """A copy the caller may keep: the running one changes as it runs."""
+    return replace(execution, statistics=replace(execution.statistics))
 
 
 def _catalogs_used(statement: Statement, default: str) -> set[str]:

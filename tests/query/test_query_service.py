@@ -315,3 +315,32 @@ def test_history_named_queries_and_workgroups(service: QueryService) -> None:
     assert "primary" in [g.name for g in service.list_work_groups()]
     with pytest.raises(InvalidRequest, match="WorkGroup nowhere is not found"):
         service.start_query_execution("SELECT 1", workgroup="nowhere")
+
+
+def test_polls_and_pages_are_answered_from_memory_or_one_read(
+    service: QueryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def counted(store: object) -> list[str]:
+        reads: list[str] = []
+        real = store.execution  # type: ignore[attr-defined]
+        monkeypatch.setattr(store, "execution", lambda i: reads.append(i) or real(i))
+        return reads
+
+    reads = counted(service.store)
+    execution = wait(service, service.start_query_execution(SEED))
+    assert execution.state == QueryState.SUCCEEDED
+    names, rows = all_rows(service, execution.id)
+    assert len(rows) > 3000 and rows[0] == names
+    assert reads == []  # run here: every poll and page from memory
+    # Another process over the same state reads a finished execution once.
+    other = QueryService(service.settings)
+    try:
+        other_reads = counted(other.store)
+        for _ in range(3):
+            assert other.get_query_execution(execution.id) == service.get_query_execution(
+                execution.id
+            )
+        assert all_rows(other, execution.id) == (names, rows)
+        assert other_reads == [execution.id]
+    finally:
+        other.close()
