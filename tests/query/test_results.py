@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import random
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -199,3 +201,45 @@ def test_an_empty_result_has_its_header_only(storage: Storage) -> None:
     assert summary.rows == 0 and storage.get(BUCKET, "q8.csv") == b'"id"\n'
     page = read_page(storage, BUCKET, "", "q8", None, 5, True, ResultCache())
     assert page.rows == [["id"]] and page.next_token is None
+
+
+class _Forward(io.RawIOBase):
+    """A stream that reads forward only, as an S3 object's body does."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        chunk = self._data.read(len(buffer))
+        buffer[: len(chunk)] = chunk
+        return len(chunk)
+
+
+def test_pages_too_big_to_hold_read_forward_from_a_stream_that_cannot_seek(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_results(storage, BUCKET, PREFIX, "q9", result_of(*many_rows(2500)), ResultCache())
+    expected = [
+        read_page(storage, BUCKET, PREFIX, "q9", None, 1000, True, ResultCache()).rows,
+    ]
+    real_open = storage.open
+
+    def forward_only(bucket: str, key: str) -> io.BufferedReader:
+        with real_open(bucket, key) as stream:
+            return io.BufferedReader(_Forward(stream.read()))
+
+    monkeypatch.setattr(storage, "open", forward_only)
+    pages, token = [], None
+    while True:
+        page = read_page(storage, BUCKET, PREFIX, "q9", token, 1000, True, ResultCache(0))
+        pages.append(page.rows)
+        token = page.next_token
+        if token is None:
+            break
+    assert pages[0] == expected[0]
+    assert [r for p in pages for r in p][1:] == [
+        [str(i), f"row {i}" if i % 7 else None] for i in range(2500)
+    ]
