@@ -338,7 +338,6 @@ class QueryService(MetadataOperations):
         self._finish(execution, QueryState.SUCCEEDED, None)
 
     def _finish(self, execution: QueryExecution, state: QueryState, reason: str | None) -> None:
-        execution.state = state
         execution.state_change_reason = reason
         execution.completed = _now()
         stats = execution.statistics
@@ -346,6 +345,7 @@ class QueryService(MetadataOperations):
         stats.service_processing_ms = max(
             0, stats.total_execution_ms - stats.engine_execution_ms - stats.queue_ms
         )
+        execution.state = state  # last: a poll answered from memory sees the figures with it
         self.store.save_execution(execution)
         self._remember(execution)
 

@@ -396,3 +396,19 @@ def test_a_partitioned_table_on_s3(s3: tuple[S3Options, object]) -> None:
     assert rows(run(engine, 'SELECT count(*) FROM "awsdatacatalog"."db"."events"', events)) == [
         (4,)
     ]
+
+
+def test_the_pool_keeps_a_bounded_number_of_connections(lake: Path) -> None:
+    from lakeward.query.engines.pool import ConnectionPool
+
+    pool = ConnectionPool(per_key=2, total=3)
+    taken = [pool.take([str(lake / d)], Limits()) for d in ("plain", "plain", "plain", "events")]
+    taken += [pool.take([str(lake / "other")], Limits())]
+    for connection in taken:
+        pool.give(connection)
+    idle = [c for pooled in pool._idle.values() for c in pooled]
+    assert len(idle) == 3 and all(c in taken for c in idle)
+    assert sum(c.key.directories == (str(lake / "plain"),) for c in idle) <= 2
+    assert pool.take([str(lake / "other")], Limits()) in taken  # the most recent one kept
+    pool.close()
+    assert all(not c.spill.exists() for c in taken if c not in idle)

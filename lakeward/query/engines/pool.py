@@ -94,11 +94,10 @@ class ConnectionPool:
                 idle.append(connection)
                 self._idle.move_to_end(connection.key)
                 self._count += 1
-                while self._count > self.total:
-                    _, oldest = next(iter(self._idle.items()))
+                while self._count > self.total:  # the least recently used key's first
+                    oldest = next(pooled for pooled in self._idle.values() if pooled)
                     evicted.append(oldest.pop(0))
                     self._count -= 1
-                    self._idle = OrderedDict((k, v) for k, v in self._idle.items() if v)
         for extra in evicted:
             close(extra)
 
