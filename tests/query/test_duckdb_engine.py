@@ -398,6 +398,12 @@ def test_a_partitioned_table_on_s3(s3: tuple[S3Options, object]) -> None:
     ]
 
 
+def test_queries_without_tables_share_a_pooled_connection(engine: DuckDbEngine) -> None:
+    for value in range(3):  # nothing else runs on the connection before these
+        assert rows(run(engine, f"SELECT {value} AS v")) == [(value,)]
+    assert len([c for pooled in engine.pool._idle.values() for c in pooled]) == 1
+
+
 def test_the_pool_keeps_a_bounded_number_of_connections(lake: Path) -> None:
     from lakeward.query.engines.pool import ConnectionPool
 

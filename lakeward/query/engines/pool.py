@@ -167,7 +167,8 @@ def _clean(connection: Connection) -> bool:
         for (name,) in attached:
             if name not in _BUILT_IN_DATABASES:
                 con.execute(f'DETACH "{name.replace(chr(34), chr(34) * 2)}"')
-        left = con.execute(_LEFTOVERS).fetchone()
-        return left is not None and left[0] == 0
+        # fetchall, not fetchone: a result read part-way stays open on the connection.
+        ((left,),) = con.execute(_LEFTOVERS).fetchall()
+        return bool(left == 0)
     except duckdb.Error:
         return False
