@@ -786,8 +786,10 @@ def instrument(phases: Phases) -> None:
     from lakeward.access.audit import AuditLog
     from lakeward.access.control import AccessControl
     from lakeward.http import athena
-    from lakeward.query import results, service
+    from lakeward.http.athena import shapes
+    from lakeward.query import pages, results, service
     from lakeward.query.engines import duckdb as engine
+    from lakeward.query.engines import pool
     from lakeward.query.store import Store
     from lakeward.storage import base, local
 
@@ -819,6 +821,11 @@ def instrument(phases: Phases) -> None:
         (results, "_texts", "values to text (Arrow compute)"),
         (results, "_csv_lines", "CSV lines (Arrow compute)"),
         (results, "_estimate", "size estimate of the cached rows"),
+        (results, "column_texts", "values to text (Arrow compute)"),
+        (pages, "row_fragments", "rows as GetQueryResults JSON (Arrow compute)"),
+        (pool.ConnectionPool, "take", "a pooled DuckDB connection, or a new one"),
+        (pool.ConnectionPool, "give", "clean the connection and pool it"),
+        (shapes, "query_results", "GetQueryResults answer around the stored rows"),
         (local.LocalStorage, "_put", "storage put (temp file, digests, fsync, rename)"),
         (base.Digests, "update", "md5 + sha256 of the bytes"),
         (local, "_sync_directory", "fsync the directory"),
