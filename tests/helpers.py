@@ -10,6 +10,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Any
 
 import pytest
 
@@ -73,3 +74,29 @@ def postgres_database() -> AbstractContextManager[str]:
 def fresh_database(engine: str) -> AbstractContextManager[str]:
     """A new, empty database on the engine's server (its URL), dropped on exit."""
     return _or_skip(_harness.fresh_database(engine))
+
+
+@contextmanager
+def serving(app: Any, *, lifespan: str = "auto") -> Iterator[str]:
+    """``app`` served by uvicorn on a free port, in a background thread; yields its URL."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

@@ -8,7 +8,7 @@ ResourceNotFound, AccessDenied, TooManyRequests.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from lakeward.metastore.client import TableInfo
 from lakeward.query.model import (
@@ -80,6 +80,18 @@ class SqlApi(Protocol):
     def list_work_groups(self) -> list[WorkGroup]: ...
 
     def get_work_group(self, name: str) -> WorkGroup: ...
+
+    def create_work_group(self, group: WorkGroup) -> WorkGroup:
+        """Refused if one of that name exists; returns it with its creation time."""
+        ...
+
+    def update_work_group(self, name: str, **changes: Any) -> WorkGroup:
+        """Change the named ``WorkGroup`` fields, keep the others; returns the result."""
+        ...
+
+    def delete_work_group(self, name: str, *, recursive: bool = False) -> None:
+        """``recursive`` deletes its named queries too (refused otherwise if it has any)."""
+        ...
 
     def create_named_query(
         self,

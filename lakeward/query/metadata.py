@@ -8,8 +8,8 @@ on the same state (the service's store, the catalogs and the access check).
 from __future__ import annotations
 
 import base64
-import threading
 import uuid
+from typing import Any
 
 import pyarrow as pa
 
@@ -23,6 +23,7 @@ from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import ColumnInfo, DataCatalog, NamedQuery, TableRef, WorkGroup
 from lakeward.query.sql import Statement
 from lakeward.query.store import Store
+from lakeward.query.workgroups import WorkGroups, check
 
 DEFAULT_CATALOG = "demo_hive_metastore"
 DEFAULT_WORKGROUP = "primary"
@@ -36,8 +37,7 @@ class MetadataOperations:
     access: Authorizer
     store: Store
     catalogs: Catalogs
-    _lock: threading.Lock
-    _slots: dict[str, threading.Semaphore]
+    workgroups: WorkGroups
 
     def list_data_catalogs(self) -> list[DataCatalog]:
         return [
@@ -83,27 +83,27 @@ class MetadataOperations:
     # -- workgroups and named queries ---------------------------------------
 
     def list_work_groups(self) -> list[WorkGroup]:
-        return [
-            g for g in self.store.workgroups()
-            if self.access.allowed("athena:GetWorkGroup", workgroup_arn(g.name))
-        ]  # fmt: skip
+        return self.workgroups.visible()
 
     def get_work_group(self, name: str) -> WorkGroup:
-        self.access.authorize("athena:GetWorkGroup", workgroup_arn(name))
-        return self._work_group(name)
+        return self.workgroups.get(name)
+
+    def create_work_group(self, group: WorkGroup) -> WorkGroup:
+        return self.workgroups.create(group)
+
+    def update_work_group(self, name: str, **changes: Any) -> WorkGroup:
+        return self.workgroups.update(name, **changes)
+
+    def delete_work_group(self, name: str, *, recursive: bool = False) -> None:
+        self.workgroups.delete(name, recursive=recursive)
 
     def _work_group(self, name: str) -> WorkGroup:
-        for group in self.store.workgroups():
-            if group.name == name:
-                return group
-        raise InvalidRequest(f"WorkGroup {name} is not found.")
+        return self.workgroups.find(name)
 
     def put_work_group(self, group: WorkGroup) -> None:
-        if group.engine not in ("duckdb", "spark"):
-            raise InvalidRequest(f"workgroup {group.name}: engine must be duckdb or spark")
+        """Create or replace a workgroup without asking anyone (the stack's own set-up)."""
+        check(group, self.settings.lake_root)
         self.store.put_workgroup(group)
-        with self._lock:
-            self._slots.pop(group.name, None)
 
     def create_named_query(
         self,

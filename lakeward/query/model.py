@@ -121,7 +121,9 @@ class WorkGroup:
     bytes_scanned_cutoff: int | None = None
     engine: str = "duckdb"  # duckdb | spark
     timeout_seconds: float = 1800.0
-    max_concurrent: int = 4
+    max_concurrent: int = 4  # executions running at once; the rest wait, QUEUED
+    max_queued: int = 100  # executions waiting at once; StartQueryExecution refuses beyond
+    max_per_principal: int | None = None  # one principal's QUEUED + RUNNING; None: no limit
     created: datetime | None = None
 
 

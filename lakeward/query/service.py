@@ -50,6 +50,7 @@ from lakeward.query.model import (
 from lakeward.query.presence import Presence
 from lakeward.query.sql import Statement, parse_statement, to_engine_sql
 from lakeward.query.store import Store
+from lakeward.query.workgroups import WorkGroups
 from lakeward.storage import Storage, load_storage
 from lakeward.storage.arrow import S3Options, arrow_filesystem
 from lakeward.storage.paths import lake_place
@@ -107,11 +108,12 @@ class QueryService(MetadataOperations):
         self.storage = storage or load_storage(settings)
         self.store = Store(settings.data_dir / "query" / "service.db")
         self.catalogs = Catalogs(self.store)
+        self.workgroups = WorkGroups(self.store, self.access, settings.lake_root)
         self._engines: dict[str, Engine] = {}
         self._runs: dict[str, _Run] = {}
         self._recent: OrderedDict[str, QueryExecution] = OrderedDict()  # finished: never change
         self._lock = threading.Lock()
-        self._slots: dict[str, threading.Semaphore] = {}
+        self._slots: dict[tuple[str, int], threading.Semaphore] = {}
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
         self._spill = settings.data_dir / "query" / "spill"
         self._spill.mkdir(parents=True, exist_ok=True)
@@ -193,9 +195,11 @@ class QueryService(MetadataOperations):
         except InvalidRequest as refused:
             log.warning("refused a query from %s: %s: %r", principal, refused, query[:500])
             raise
-        self.access.authorize(
+        identity = self.access.authorize(
             "athena:StartQueryExecution", workgroup_arn(group.name), principal=principal
         )
+        # The limit per principal counts the user or role, not the access key it signed with.
+        caller = getattr(identity, "name", None) or principal
         for used in sorted(_catalogs_used(statement, catalog)):
             self.access.authorize("lakeward:UseCatalog", catalog_arn(used), principal=principal)
         location = self._output_location(group, output_location)
@@ -233,6 +237,8 @@ class QueryService(MetadataOperations):
         with self._lock:
             if len(self._runs) >= MAX_QUEUED:
                 raise TooManyRequests(f"more than {MAX_QUEUED} queries are queued; retry later")
+        self.workgroups.admit(execution.id, group, caller)
+        with self._lock:
             self._runs[execution.id] = _Run(statement, group, principal, execution)
         try:
             self.store.add_execution(execution, owner=self.presence.id)
@@ -273,7 +279,10 @@ class QueryService(MetadataOperations):
 
     def _slot(self, group: WorkGroup) -> threading.Semaphore:
         with self._lock:
-            return self._slots.setdefault(group.name, threading.Semaphore(group.max_concurrent))
+            # Keyed by the cap too: a changed cap takes effect for the next queries
+            # (those running keep the slot they hold).
+            key = (group.name, group.max_concurrent)
+            return self._slots.setdefault(key, threading.Semaphore(group.max_concurrent))
 
     def _execute(self, execution: QueryExecution) -> None:
         run = self._runs[execution.id]

@@ -74,6 +74,9 @@ workgroups = Table(
     Column("timeout_seconds", Float, nullable=False),
     Column("max_concurrent", Integer, nullable=False),
     Column("created", DateTime(timezone=True)),
+    # Added by the "workgroups" component's migrations (query/workgroups.py).
+    Column("max_queued", Integer, nullable=False, default=100),
+    Column("max_per_principal", Integer),
 )
 
 executions = Table(

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -21,7 +18,6 @@ import boto3
 import httpx
 import pyathena
 import pytest
-import uvicorn
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.config import Config
@@ -43,6 +39,7 @@ from lakeward.query.model import (
     StatementType,
     WorkGroup,
 )
+from tests.helpers import serving
 
 KEY, SECRET = "AKIDLAKEWARDTEST", "lakeward-test-secret"
 SUBMITTED = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -230,19 +227,8 @@ def url(fake: FakeSqlApi) -> Iterator[str]:
     """The router served by uvicorn on a free port, in a background thread."""
     app = FastAPI()
     app.include_router(athena_router(fake, KeyPairs({KEY: SECRET}), max_body_bytes=64 * 1024))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serving(app, lifespan="off") as url:
+        yield url
 
 
 def athena(url: str, key: str = KEY, secret: str = SECRET, **config: Any) -> Any:

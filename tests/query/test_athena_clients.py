@@ -137,3 +137,45 @@ def test_cli_query(stack: Settings) -> None:
     )
     assert refused.returncode != 0 and "InvalidRequestException" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_spark_workgroup_made_through_the_api_runs_on_spark(stack: Settings) -> None:
+    import boto3
+
+    athena = boto3.client("athena", endpoint_url=endpoint(stack), **credentials(stack))
+    athena.create_work_group(
+        Name="api-spark",
+        Configuration={
+            "EngineVersion": {"SelectedEngineVersion": "spark"},
+            "AdditionalConfiguration": '{"TimeoutSeconds": 600}',
+        },
+    )
+    try:
+        sql = (
+            "SELECT country, max(confirmed) AS c FROM covid_confirmed_cases "
+            "WHERE country IN ('Italy', 'Spain') AND province_state IS NULL "
+            "GROUP BY country ORDER BY country"
+        )
+        answers = {}
+        for workgroup in ("primary", "api-spark"):
+            started = athena.start_query_execution(
+                QueryString=sql,
+                WorkGroup=workgroup,
+                QueryExecutionContext={"Catalog": "demo_hive_metastore", "Database": "default"},
+            )
+            while True:
+                execution = athena.get_query_execution(
+                    QueryExecutionId=started["QueryExecutionId"]
+                )["QueryExecution"]
+                if execution["Status"]["State"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                    break
+                time.sleep(0.1)
+            assert execution["Status"]["State"] == "SUCCEEDED", execution["Status"]
+            rows = athena.get_query_results(QueryExecutionId=execution["QueryExecutionId"])
+            engine = execution["EngineVersion"]["EffectiveEngineVersion"]
+            answers[engine] = rows["ResultSet"]["Rows"]
+        assert set(answers) == {"duckdb", "spark"}
+        assert answers["spark"] == answers["duckdb"]
+        assert len(answers["spark"]) == 3  # the labels row and two countries
+    finally:
+        athena.delete_work_group(WorkGroup="api-spark")

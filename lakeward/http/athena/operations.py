@@ -7,7 +7,7 @@ from collections.abc import Callable
 from lakeward.errors import (
     InvalidRequest,
 )
-from lakeward.http.athena import shapes
+from lakeward.http.athena import shapes, workgroups
 from lakeward.query.api import SqlApi
 from lakeward.query.model import (
     DataCatalog,
@@ -171,6 +171,9 @@ OPERATIONS: dict[str, Handler] = {
     "GetTableMetadata": _get_table_metadata,
     "ListWorkGroups": _list_work_groups,
     "GetWorkGroup": _get_work_group,
+    "CreateWorkGroup": workgroups.create_work_group,
+    "UpdateWorkGroup": workgroups.update_work_group,
+    "DeleteWorkGroup": workgroups.delete_work_group,
     "CreateNamedQuery": _create_named_query,
     "GetNamedQuery": _get_named_query,
     "ListNamedQueries": _list_named_queries,

@@ -9,6 +9,7 @@ from typing import TypeVar
 from lakeward.errors import (
     InvalidRequest,
 )
+from lakeward.http.athena.workgroups import additional_configuration
 from lakeward.metastore.client import Column, TableInfo
 from lakeward.query.model import (
     ColumnInfo,
@@ -140,6 +141,7 @@ def work_group(w: WorkGroup) -> JsonDict:
         "PublishCloudWatchMetricsEnabled": False,
         "RequesterPaysEnabled": False,
         "EngineVersion": engine(w.engine),
+        "AdditionalConfiguration": additional_configuration(w),
     }
     return work_group_summary(w) | {"Configuration": compact(configuration)}
 
