@@ -18,19 +18,23 @@ In one run it
    * ``evaluate()`` over the user's 100 parsed policies, for four requests: allowed,
      allowed through a ``${aws:username}`` resource, implicitly denied, explicitly
      denied;
-   * ``AccessControl.decide`` (policies cached by the store's generation) and
-     ``AccessControl.authorize`` (identify + decide + audit append) for the allowed one;
+   * ``AccessControl.decide`` (decisions cached per principal, action, resource and the
+     context keys the policies read, for the store's generation) and
+     ``AccessControl.authorize`` (identify + decide + audit append) for the allowed one,
+     each call as one API request (its own request id: the generation read once), with
+     the decision cache and without it (``AccessControl(cache_decisions=False)``);
    * what those are made of: ``Principals.generation()``, ``lookup_key``, ``identify``,
      ``AuditLog.append``; SigV4 ``verify()`` with the store as credentials and with a
      dict; and the Athena request handler (``lakeward.http.athena._handle``, what the
      server runs per request after reading the body) in three set-ups:
        - ``full``: ``AccessControl`` as credentials and authorizer, as the server has it;
+       - ``nocache``: the same without the decision cache (over HTTP only);
        - ``baseline``: a dict of key pairs and ``AllowAll`` (SigV4 still checked);
        - ``noauth``: as ``baseline``, with ``verify`` replaced by a stub that only reads
          the key id (no signature check);
    * the cold costs: a decision right after an IAM change (the 100 policies re-read and
      re-parsed), and the first decision of each action on freshly parsed policies;
-4. serves the Athena API three times with uvicorn on 127.0.0.1, one process per set-up
+4. serves the Athena API four times with uvicorn on 127.0.0.1, one process per set-up
    above (``full`` is ``lakeward.http.app.create_app`` itself), and sends
    ``GetWorkGroup`` and ``ListQueryExecutions`` signed by botocore over keep-alive httpx
    connections, the three servers in a shuffled order each round: per set-up the round
@@ -102,7 +106,8 @@ SOURCE_IP = "10.20.30.40"
 TARGET_DECISION_P50_US = 50.0
 TARGET_OVERHEAD_P99_US = 2000.0
 
-VARIANTS = ("full", "baseline", "noauth")
+VARIANTS = ("full", "nocache", "baseline", "noauth")
+PAIRS = ("full - noauth", "nocache - noauth", "full - baseline", "baseline - noauth")
 OPERATIONS = (("GetWorkGroup", {"WorkGroup": "primary"}), ("ListQueryExecutions", {}))
 MEASURE_HEADER = "x-bench-measure"
 
@@ -428,11 +433,37 @@ def no_verify(
     return authorization.split("Credential=", 1)[1].split("/", 1)[0]
 
 
+_requests = iter(range(1 << 62))
+
+
+@contextlib.contextmanager
+def one_request() -> Iterator[None]:
+    """What follows is one API request: its own request id, as the server gives each."""
+    from lakeward.access import current_request_id
+
+    token = current_request_id.set(f"bench-{next(_requests)}")
+    try:
+        yield
+    finally:
+        current_request_id.reset(token)
+
+
+def uncached_access(stack: Stack) -> Any:
+    """An ``AccessControl`` over the same store without the decision cache (None before it)."""
+    from lakeward.access.control import AccessControl
+
+    try:
+        return AccessControl(stack.settings, cache_decisions=False)  # type: ignore[call-arg]
+    except TypeError:
+        return None  # a snapshot of the code from before the cache
+
+
 def measure_decisions(stack: Stack, samples: int) -> dict[str, Any]:
     from lakeward.access.control import Identity
     from lakeward.access.policy import Request, evaluate, parse_policy
 
     access = stack.access
+    uncached = uncached_access(stack)
     documents = [
         (name, parse_policy(doc)) for name, doc in access.principals.policies_for_user(USER)
     ]
@@ -475,6 +506,10 @@ def measure_decisions(stack: Stack, samples: int) -> dict[str, Any]:
         with_context = access.decide(identity, case.action, case.resource, EXTRA_CONTEXT)
         if with_context.decision != case.expect:
             raise SystemExit(f"decide {case.name}: {with_context.decision}")
+        if uncached is not None:
+            fresh = uncached.decide(identity, case.action, case.resource, EXTRA_CONTEXT)
+            if fresh != with_context:
+                raise SystemExit(f"decide {case.name}: cached {with_context}, fresh {fresh}")
 
     allowed = CASES[0]
     calls: dict[str, Callable[[], object]] = {"(empty call: timer overhead)": lambda: None}
@@ -482,16 +517,21 @@ def measure_decisions(stack: Stack, samples: int) -> dict[str, Any]:
         request = requests[case.name]
         calls[f"evaluate: {case.name}"] = lambda r=request: evaluate(documents, r)
 
-    def decide() -> object:
-        return access.decide(identity, allowed.action, allowed.resource, EXTRA_CONTEXT)
+    def decide(control: Any = access) -> object:
+        with one_request():
+            return control.decide(identity, allowed.action, allowed.resource, EXTRA_CONTEXT)
 
-    def authorize() -> object:
-        return access.authorize(
-            allowed.action, allowed.resource, principal=stack.key_id, context=EXTRA_CONTEXT
-        )
+    def authorize(control: Any = access) -> object:
+        with one_request():
+            return control.authorize(
+                allowed.action, allowed.resource, principal=stack.key_id, context=EXTRA_CONTEXT
+            )
 
     calls["AccessControl.decide: allowed"] = decide
     calls["AccessControl.authorize: allowed (key id)"] = authorize
+    if uncached is not None:
+        calls["AccessControl.decide: allowed, no decision cache"] = lambda: decide(uncached)
+        calls["AccessControl.authorize: allowed, no decision cache"] = lambda: authorize(uncached)
     times = interleaved(calls, samples)
     with_load = {"times": times}
 
@@ -614,7 +654,18 @@ def serve(variant: str, data_dir: Path) -> None:
     from lakeward.query.service import QueryService
 
     settings = Settings(data_dir=data_dir)
-    if variant == "full":
+    if variant == "nocache":
+        import functools
+
+        import lakeward.http.app as app_module
+
+        try:
+            uncached = functools.partial(app_module.AccessControl, cache_decisions=False)
+            uncached(full_settings(data_dir, os.environ.get(DATABASE_ENV)))
+            app_module.AccessControl = uncached  # type: ignore[misc]
+        except TypeError:
+            pass  # a snapshot of the code from before the cache: it has none to turn off
+    if variant in ("full", "nocache"):
         app = create_app(full_settings(data_dir, os.environ.get(DATABASE_ENV)))
     else:
         if variant == "noauth":
@@ -739,11 +790,7 @@ def measure_http(
     }
     rng = random.Random(SEED)
     times = {(op, v): [] for op, _ in OPERATIONS for v in VARIANTS}
-    paired = {
-        (op, pair): []
-        for op, _ in OPERATIONS
-        for pair in ("full - noauth", "full - baseline", "baseline - noauth")
-    }
+    paired = {(op, pair): [] for op, _ in OPERATIONS for pair in PAIRS}
     errors: list[str] = []
     clock = time.perf_counter_ns
     for i in range(warmup + requests):
@@ -770,13 +817,9 @@ def measure_http(
                 continue
             for variant, elapsed in this_round.items():
                 times[(operation, variant)].append(elapsed)
-            paired[(operation, "full - noauth")].append(this_round["full"] - this_round["noauth"])
-            paired[(operation, "full - baseline")].append(
-                this_round["full"] - this_round["baseline"]
-            )
-            paired[(operation, "baseline - noauth")].append(
-                this_round["baseline"] - this_round["noauth"]
-            )
+            for pair in PAIRS:
+                one, _, other = pair.partition(" - ")
+                paired[(operation, pair)].append(this_round[one] - this_round[other])
     for client in clients.values():
         client.close()
     return {"times": times, "paired": paired, "errors": errors}
@@ -923,7 +966,7 @@ def main() -> None:
             )
 
         before = audit_counts(stack)
-        base_dirs = {v: root / v for v in VARIANTS if v != "full"}
+        base_dirs = {v: root / v for v in VARIANTS if v not in ("full", "nocache")}
         with load_meter([]) as load:
             for variant in VARIANTS:
                 servers[variant] = start_server(
@@ -937,17 +980,16 @@ def main() -> None:
         out: dict[str, Any] = {}
         for operation, _ in OPERATIONS:
             rows = {v: http["times"][(operation, v)] for v in VARIANTS}
-            rows |= {
-                f"paired {pair}": http["paired"][(operation, pair)]
-                for pair in ("full - noauth", "full - baseline", "baseline - noauth")
-            }
+            rows |= {f"paired {pair}": http["paired"][(operation, pair)] for pair in PAIRS}
             s = table(f"3. Over HTTP: {operation}, round trip per set-up", rows, width=26)
             say(
                 f"   difference of percentiles full - noauth: p50 "
                 f"{s['full'].p50 - s['noauth'].p50:.0f} us, "
                 f"p99 {s['full'].p99 - s['noauth'].p99:.0f} us; full - baseline: p50 "
                 f"{s['full'].p50 - s['baseline'].p50:.0f} us, "
-                f"p99 {s['full'].p99 - s['baseline'].p99:.0f} us"
+                f"p99 {s['full'].p99 - s['baseline'].p99:.0f} us; nocache - noauth: p50 "
+                f"{s['nocache'].p50 - s['noauth'].p50:.0f} us, "
+                f"p99 {s['nocache'].p99 - s['noauth'].p99:.0f} us"
             )
             out[operation] = {k: v.__dict__ for k, v in s.items()}
             audited = after.get(f"athena:{operation}", 0) - before.get(f"athena:{operation}", 0)
@@ -968,7 +1010,9 @@ def main() -> None:
                 f"   full - noauth: p50 {s['full'].p50 - s['noauth'].p50:.0f} us, p99 "
                 f"{s['full'].p99 - s['noauth'].p99:.0f} us; full - baseline: p50 "
                 f"{s['full'].p50 - s['baseline'].p50:.0f} us, p99 "
-                f"{s['full'].p99 - s['baseline'].p99:.0f} us"
+                f"{s['full'].p99 - s['baseline'].p99:.0f} us; nocache - noauth: p50 "
+                f"{s['nocache'].p50 - s['noauth'].p50:.0f} us, p99 "
+                f"{s['nocache'].p99 - s['noauth'].p99:.0f} us"
             )
             out[operation]["server"] = {k: v.__dict__ for k, v in s.items()}
         if http["errors"]:
@@ -983,6 +1027,7 @@ def main() -> None:
         overhead = out["ListQueryExecutions"]["paired full - noauth"]["p99"]
         inside = out["ListQueryExecutions"]["server"]
         inside_p99 = inside["full"]["p99"] - inside["noauth"]["p99"]
+        uncached_p99 = out["ListQueryExecutions"]["paired nocache - noauth"]["p99"]
         say("\nTargets")
         for label, value, target in [
             ("decision p50, evaluate()", decision_p50, TARGET_DECISION_P50_US),
@@ -990,6 +1035,7 @@ def main() -> None:
             ("decision p50, AccessControl.authorize", authorize_p50, TARGET_DECISION_P50_US),
             ("auth overhead p99 over HTTP (paired)", overhead, TARGET_OVERHEAD_P99_US),
             ("auth overhead p99 inside the server", inside_p99, TARGET_OVERHEAD_P99_US),
+            ("the same over HTTP, no decision cache", uncached_p99, TARGET_OVERHEAD_P99_US),
         ]:
             verdict = "met" if value <= target else "MISSED"
             say(f"  {label:<40} {value:9.1f} us  target {target:6.0f} us  {verdict}")

@@ -316,6 +316,11 @@ class Condition:
         paths = [f"{path}[{i}]" for i in range(len(self.values))] if listed else [path]
         self._compile(paths, variables)
 
+    @property
+    def templates(self) -> tuple[Template, ...]:
+        """The values as templates (their policy variables are context keys read too)."""
+        return self._templates
+
     def _compile(self, paths: list[str], variables: bool) -> None:
         family = self._family
         if family == "null":

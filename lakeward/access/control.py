@@ -9,6 +9,16 @@ takes effect at once), appends the decision to the audit log, and raises
 The stack's own key pair (``settings.api``) is the root credential: like an
 AWS account's root user it may do everything, and its decisions are audited
 too.
+
+Decisions are cached per (principal, action, resource, and the values of the
+request context keys the principal's policies read), for one IAM generation:
+every change to users, groups, roles, policies, attachments or keys bumps the
+generation in the IAM database (whichever process or CLI made it), and the
+cache is emptied when it moves. The generation is read once per request (per
+API request id; on every call without one), so a change committed before a
+request began decides that request; a change made through this process
+mid-request is seen at once too (``Principals.local_changes``). Decisions that
+read the time (``aws:CurrentTime``) are never cached.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,13 +42,26 @@ from lakeward.access import (
 from lakeward.access.arns import iam_arn, user_arn
 from lakeward.access.audit import AuditLog, AuditRecord
 from lakeward.access.keys import derive_key, load_master_key
-from lakeward.access.policy import Decision, PolicyDocument, Request, evaluate, parse_policy
+from lakeward.access.policy import (
+    Decision,
+    PolicyDocument,
+    Request,
+    context_keys,
+    evaluate,
+    parse_policy,
+)
 from lakeward.access.principals import Principals
 from lakeward.access.secrets import open_secret_store
 from lakeward.config import Settings
 from lakeward.errors import AccessDenied
 
 ROLE_PREFIX = "role/"
+DECISION_CACHE_SIZE = 65536  # entries; the cache starts over when full
+
+# (request id, Principals.local_changes, generation): the generation a request decides by.
+_request_generation: ContextVar[tuple[str, int, int] | None] = ContextVar(
+    "lakeward_iam_generation", default=None
+)
 
 
 def role_principal(name: str) -> str:
@@ -71,8 +95,20 @@ class Identity:
         return user_arn(self.name)
 
 
+class _Policies:
+    """A principal's parsed policies, and the context keys their decisions read."""
+
+    __slots__ = ("documents", "keys")
+
+    def __init__(self, documents: list[tuple[str, PolicyDocument]]) -> None:
+        self.documents = documents
+        keys = context_keys([d for _, d in documents])
+        self.keys = None if keys is None else tuple(sorted(keys))
+
+
 class AccessControl:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, cache_decisions: bool = True) -> None:
+        """``cache_decisions=False`` evaluates every call (for comparing, in bench/authz.py)."""
         state = settings.data_dir / "access"
         state.mkdir(parents=True, exist_ok=True)
         master = load_master_key(settings.data_dir)
@@ -85,9 +121,25 @@ class AccessControl:
         self.principals = Principals(where("iam"), secret_key=derive_key(master, "access-keys"))
         self.secrets = open_secret_store(settings)
         self.audit = AuditLog(where("audit"))
-        self._policies: dict[str, tuple[int, list[tuple[str, PolicyDocument]]]] = {}
+        self._policies: dict[str, tuple[int, _Policies]] = {}
         self._keys: dict[str, tuple[int, tuple[str, str] | None]] = {}
+        self._cache_decisions = cache_decisions
+        self._decisions: dict[tuple[object, ...], Decision] = {}
+        self._decisions_generation = -1
         self._lock = threading.Lock()
+
+    def generation(self) -> int:
+        """The IAM generation this call decides by: read once per API request."""
+        request_id = current_request_id.get()
+        local = self.principals.local_changes
+        if request_id is not None:
+            known = _request_generation.get()
+            if known is not None and known[0] == request_id and known[1] == local:
+                return known[2]
+        generation = self.principals.generation()
+        if request_id is not None:
+            _request_generation.set((request_id, local, generation))
+        return generation
 
     # -- authentication -----------------------------------------------------
 
@@ -101,7 +153,7 @@ class AccessControl:
 
     def _lookup_key(self, access_key_id: str) -> tuple[str, str] | None:
         """``lookup_key``, cached until the IAM store changes (every key change bumps it)."""
-        generation = self.principals.generation()
+        generation = self.generation()
         with self._lock:
             cached = self._keys.get(access_key_id)
         if cached is not None and cached[0] == generation:
@@ -126,8 +178,7 @@ class AccessControl:
 
     # -- authorization ------------------------------------------------------
 
-    def _policies_of(self, user: str) -> list[tuple[str, PolicyDocument]]:
-        generation = self.principals.generation()
+    def _policies_of(self, user: str, generation: int) -> _Policies:
         with self._lock:
             cached = self._policies.get(user)
         if cached is not None and cached[0] == generation:
@@ -137,10 +188,10 @@ class AccessControl:
             if user.startswith(ROLE_PREFIX)
             else self.principals.policies_for_user(user)
         )
-        documents = [(name, parse_policy(doc)) for name, doc in found]
+        policies = _Policies([(name, parse_policy(doc)) for name, doc in found])
         with self._lock:
-            self._policies[user] = (generation, documents)
-        return documents
+            self._policies[user] = (generation, policies)
+        return policies
 
     def decide(
         self,
@@ -151,18 +202,58 @@ class AccessControl:
     ) -> Decision:
         if identity.is_root:
             return Decision("allowed", "root")
-        request = Request(
-            principal=identity.arn,
-            action=action,
-            resource=resource,
-            context={
-                "aws:username": identity.name,
-                "aws:CurrentTime": datetime.now(UTC),
-                **current_context.get(),
-                **(context or {}),
-            },
-        )
-        return evaluate(self._policies_of(identity.name), request)
+        generation = self.generation()
+        policies = self._policies_of(identity.name, generation)
+        values = {
+            "aws:username": identity.name,
+            "aws:CurrentTime": datetime.now(UTC),
+            **current_context.get(),
+            **(context or {}),
+        }
+        key = self._decision_key(identity, action, resource, policies, values)
+        if key is not None:
+            with self._lock:
+                if self._decisions_generation != generation:
+                    self._decisions.clear()
+                    self._decisions_generation = generation
+                hit = self._decisions.get(key)
+            if hit is not None:
+                return hit
+        request = Request(principal=identity.arn, action=action, resource=resource, context=values)
+        decision = evaluate(policies.documents, request)
+        if key is not None:
+            with self._lock:
+                if self._decisions_generation == generation:
+                    if len(self._decisions) >= DECISION_CACHE_SIZE:
+                        self._decisions.clear()
+                    self._decisions[key] = decision
+        return decision
+
+    def _decision_key(
+        self,
+        identity: Identity,
+        action: str,
+        resource: str,
+        policies: _Policies,
+        values: Mapping[str, object],
+    ) -> tuple[object, ...] | None:
+        """What a decision depends on, or None if it must not be cached."""
+        if not self._cache_decisions or policies.keys is None:
+            return None
+        read: list[object] = []
+        if policies.keys:
+            lowered = {k.lower(): v for k, v in values.items()}
+            for name in policies.keys:
+                value = lowered.get(name)
+                if isinstance(value, list | set | frozenset):
+                    value = tuple(value)
+                try:
+                    hash(value)
+                except TypeError:
+                    return None
+                read.append(value)
+        # Action names are case-insensitive to IAM, resources are not.
+        return (identity.name, action.lower(), resource, *read)
 
     def authorize(
         self,

@@ -524,3 +524,28 @@ def policy_warnings(doc: PolicyDocument) -> list[str]:
             '"Version": "2012-10-17" to have them substituted'
         )
     return warnings
+
+
+# Keys whose value differs on every request: a decision that reads them is not cached.
+VOLATILE_KEYS = frozenset({"aws:currenttime", "aws:epochtime"})
+
+
+def context_keys(documents: Sequence[PolicyDocument]) -> frozenset[str] | None:
+    """The request context keys (lower-cased) the documents' decisions can depend on.
+
+    Condition keys and the policy variables of resources and condition values; None
+    when one is a key that changes on every request (the time), so that a decision
+    made from these documents holds for one request only.
+    """
+    keys: set[str] = set()
+    for document in documents:
+        for statement in document.statements:
+            templates = list(statement._resource_templates)
+            for condition in statement.conditions:
+                keys.add(condition.key.lower())
+                templates.extend(condition.templates)
+            for template in templates:
+                keys.update(template.variables())
+    if keys & VOLATILE_KEYS:
+        return None
+    return frozenset(keys)

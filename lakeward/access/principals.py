@@ -112,6 +112,7 @@ class Principals(CredentialOperations):
         migrate(self.engine)
         self._writer = writer(self.engine)
         self._dummy_hash: str | None = None
+        self.local_changes = 0  # changes made through this object (see ``_change``)
         self._usage: dict[str, datetime] = {}
         self._usage_lock = threading.Lock()
         self._usage_flushed = time.monotonic()
@@ -388,10 +389,14 @@ class Principals(CredentialOperations):
         Bumping first also serializes writers on the generation row (PostgreSQL
         row lock, SQLite write lock), so the checks made inside hold until commit.
         """
-        with self._writer.begin() as conn:
-            bump = update(generation).where(generation.c.id == 1)
-            conn.execute(bump.values(value=generation.c.value + 1))
-            yield conn
+        try:
+            with self._writer.begin() as conn:
+                bump = update(generation).where(generation.c.id == 1)
+                conn.execute(bump.values(value=generation.c.value + 1))
+                yield conn
+        finally:
+            # Seen by this process's caches without a read, even mid-request.
+            self.local_changes += 1
 
     @contextmanager
     def _keeping_an_admin(self, conn: Connection, refusal: str) -> Iterator[None]:

@@ -79,6 +79,10 @@ class Template:
                 chunks.append(part)
         return tuple(chunks)
 
+    def variables(self) -> frozenset[str]:
+        """The (lower-cased) context keys this string reads."""
+        return frozenset(part.key for part in self.parts if isinstance(part, _Variable))
+
     def shape(self) -> str:
         """The text with each variable stood in by a plain word, for structural checks."""
         return "".join(part[0] if isinstance(part, tuple) else "var" for part in self.parts)

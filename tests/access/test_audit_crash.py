@@ -1,0 +1,117 @@
+"""Audit records survive the server being killed: every call it answered has its record.
+
+A real ``lakeward serve`` process takes signed Athena calls from several clients at
+once (their records committed together, in batches) and is killed with SIGKILL in
+the middle; the log is then read by another process. A response is sent only after
+its record is committed, so each answered request id must be in the log, and the
+hash chain must still hold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from lakeward.access.audit import AuditLog
+
+KEY, SECRET = "AKIDAUDITCRASHTEST", "audit-crash-test-secret"
+CLIENTS = 8
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def signed_call(
+    url: str, operation: str, payload: dict[str, object]
+) -> tuple[dict[str, str], bytes]:
+    body = json.dumps(payload).encode()
+    headers = {
+        "Content-Type": "application/x-amz-json-1.1",
+        "X-Amz-Target": f"AmazonAthena.{operation}",
+    }
+    request = AWSRequest(method="POST", url=url + "/", data=body, headers=headers)
+    SigV4Auth(Credentials(KEY, SECRET), "athena", "us-east-1").add_auth(request)
+    return dict(request.headers.items()), body
+
+
+def test_every_answered_call_has_its_record_after_kill_9(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "LAKEWARD_API__ACCESS_KEY_ID": KEY,
+        "LAKEWARD_API__SECRET_ACCESS_KEY": SECRET,
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lakeward", "serve", "--data-dir", str(data_dir),
+         "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, server.stderr.read().decode() if server.stderr else ""
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
+
+        answered: list[str] = []
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def client() -> None:
+            with httpx.Client(base_url=url, timeout=10) as http:
+                while not stop.is_set():
+                    # Two audited reads: one allowed decision each (root).
+                    operation = "ListQueryExecutions" if len(answered) % 2 else "ListNamedQueries"
+                    headers, body = signed_call(url, operation, {})
+                    try:
+                        response = http.post("/", content=body, headers=headers)
+                    except httpx.TransportError:
+                        return  # the server is gone: this call was not answered
+                    assert response.status_code == 200, response.text
+                    with lock:
+                        answered.append(response.headers["x-amzn-requestid"])
+
+        threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+        for thread in threads:
+            thread.start()
+        while len(answered) < 300:  # under load for a while, then killed mid-flight
+            assert time.monotonic() < deadline + 120, "too few calls answered"
+            time.sleep(0.01)
+        server.send_signal(signal.SIGKILL)
+        server.wait(10)
+        stop.set()
+        for thread in threads:
+            thread.join(15)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(10)
+
+    with AuditLog(data_dir / "access" / "audit.db") as audit:
+        recorded = {r.request_id for r in audit.query(limit=100_000)}
+        chain = audit.verify()
+    missing = [request_id for request_id in answered if request_id not in recorded]
+    assert not missing, f"{len(missing)} of {len(answered)} answered calls have no record"
+    assert chain.ok, chain
