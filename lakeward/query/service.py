@@ -24,7 +24,13 @@ from sqlalchemy.exc import IntegrityError
 from lakeward.access import AllowAll, Authorizer, current_principal
 from lakeward.access.arns import catalog_arn, s3_arn, workgroup_arn
 from lakeward.config import Settings
-from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound, TooManyRequests
+from lakeward.errors import (
+    InvalidRequest,
+    LakewardError,
+    QueryFailed,
+    ResourceNotFound,
+    TooManyRequests,
+)
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query import results
 from lakeward.query.catalogs import URIS_PARAMETER, Catalogs
@@ -392,6 +398,10 @@ class QueryService(MetadataOperations):
                     f"of {cutoff:,} bytes (BytesScannedCutoffPerQuery)"
                 )
             engine = run.engine = self.engine(run.group.engine)
+            if run.timed_out.is_set() or run.cancelled.is_set():
+                # Asked before the engine was known (resolving, loading it): the interrupt
+                # had nothing to reach, so the query must not start now.
+                raise QueryFailed("stopped before the engine started")
             sql = to_engine_sql(target, engine.dialect, engine.table_name)
             if statement.kind == "explain":
                 sql = f"EXPLAIN {sql}"
