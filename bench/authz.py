@@ -650,7 +650,8 @@ def serve(variant: str, data_dir: Path) -> None:
     from lakeward.access import AllowAll
     from lakeward.config import Settings
     from lakeward.errors import LakewardError
-    from lakeward.http.app import create_app, error_body
+    from lakeward.http.app import create_app
+    from lakeward.http.errors import error_body
     from lakeward.query.service import QueryService
 
     settings = Settings(data_dir=data_dir)
