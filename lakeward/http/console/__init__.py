@@ -26,7 +26,7 @@ from fastapi.staticfiles import StaticFiles
 from lakeward.access.control import AccessControl
 from lakeward.access.sessions import Sessions
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
-from lakeward.http.console import admin, bi, catalogs, erasure, query, signin
+from lakeward.http.console import admin, authoring, bi, catalogs, erasure, query, signin
 from lakeward.http.console.base import PREFIX, STATIC, Console, wants_json
 from lakeward.http.errors import error_response, invalid_request
 from lakeward.query.service import QueryService
@@ -69,6 +69,7 @@ def install_console(
     ]
     app.include_router(signin.signin_router(console))
     app.include_router(bi.bi_router(console))
+    app.include_router(authoring.authoring_router(console))
     app.include_router(catalogs.catalogs_router(console, service))
     app.include_router(query.query_router(console, service))
     app.include_router(erasure.erasure_router(console))

@@ -15,14 +15,17 @@ from fastapi.responses import HTMLResponse, Response
 from lakeward.access.arns import quicksight_arn
 from lakeward.access.sessions import Session
 from lakeward.bi.model import AnalysisSpec, Filter, Kind
+from lakeward.bi.permissions import NOUNS
 from lakeward.bi.service import BiService
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
 from lakeward.http.console.base import PREFIX, Console, NavItem, redirect, signed_in
 from lakeward.http.console.forms import (
     FIELD_OPS,
+    SORTS,
     VISUAL_TYPES,
     dataset_spec_from,
     visual_from,
+    visual_values,
 )
 
 DASHBOARDS = NavItem(
@@ -78,6 +81,7 @@ def bi_router(console: Console) -> APIRouter:
     def dashboard(request: Request, dashboard_id: str, session: Signed, bi: Bi) -> HTMLResponse:
         found = bi.get_dashboard(session.user, dashboard_id)
         owner, shares = bi.get_permissions(session.user, "dashboard", dashboard_id)
+        may = bi.may(session.user, "dashboard", dashboard_id, owner)
         return console.render(
             request,
             "sheet.html",
@@ -88,11 +92,14 @@ def bi_router(console: Console) -> APIRouter:
             item=found,
             definition=found.definition,
             filter_groups=filter_groups(found.definition),
+            visual_specs=visual_specs,
             owner=owner,
             shares=shares,
             share_path="dashboards",
             item_id=found.id,
             series_base=f"/api/bi/dashboards/{found.id}/visuals/",
+            versions=bi.list_dashboard_versions(session.user, dashboard_id),
+            may=may,
         )
 
     @router.get("/analyses/{analysis_id}")
@@ -100,6 +107,7 @@ def bi_router(console: Console) -> APIRouter:
         found = bi.get_analysis(session.user, analysis_id)
         dataset = bi.get_dataset(session.user, found.spec.dataset_id)
         owner, shares = bi.get_permissions(session.user, "analysis", analysis_id)
+        may = bi.may(session.user, "analysis", analysis_id, owner)
         return console.render(
             request,
             "sheet.html",
@@ -113,7 +121,11 @@ def bi_router(console: Console) -> APIRouter:
             shares=shares,
             owner=owner,
             visual_types=VISUAL_TYPES,
+            sorts=SORTS,
+            visual_values=visual_values,
+            may=may,
             filter_groups=filter_groups(found.spec),
+            visual_specs=visual_specs,
             share_path="analyses",
             item_id=found.id,
             series_base=f"/api/bi/analyses/{found.id}/visuals/",
@@ -130,6 +142,7 @@ def bi_router(console: Console) -> APIRouter:
             page=DASHBOARDS.key,
             dataset=dataset,
             visual_types=VISUAL_TYPES,
+            sorts=SORTS,
             values={},
         )
 
@@ -159,6 +172,7 @@ def bi_router(console: Console) -> APIRouter:
                 page=DASHBOARDS.key,
                 dataset=dataset,
                 visual_types=VISUAL_TYPES,
+                sorts=SORTS,
                 values=values,
                 error=_message(exc),
             )
@@ -223,6 +237,9 @@ def bi_router(console: Console) -> APIRouter:
             extracts=extracts,
             sources=bi.list_data_sources(session.user),
             catalogs=[c.name for c in bi.queries.list_data_catalogs()],
+            may_of=lambda kind, item: bi.may(session.user, kind, item.id, item.owner)(
+                f"{'Delete' if kind == 'dataset' else 'Update'}{NOUNS[kind]}"
+            ),
         )
 
     @router.post("/data-sources")
@@ -301,6 +318,7 @@ def bi_router(console: Console) -> APIRouter:
             shares=shares,
             can_refresh=owner == session.user
             or console.may(session.user, "quicksight:CreateIngestion", found.arn),
+            may=bi.may(session.user, "dataset", dataset_id, owner),
             share_path="datasets",
             item_id=found.id,
         )
@@ -314,6 +332,13 @@ def bi_router(console: Console) -> APIRouter:
         )
 
     return router
+
+
+def visual_specs(spec: AnalysisSpec) -> dict[str, dict[str, Any]]:
+    """What charts.js draws each visual with (fields, titles, formats, labels), by id."""
+    return {
+        v.id: v.model_dump(mode="json", exclude={"filters"}) for s in spec.sheets for v in s.visuals
+    }
 
 
 def filter_groups(spec: AnalysisSpec) -> list[tuple[str, str, Filter]]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lakeward.bi.model import DatasetSpec, TimeRange, Visual
+
 # Field operations and what their columns a, b, c mean on the form.
 FIELD_OPS = {
     "rename": ("field", "new name", ""),
@@ -28,6 +30,23 @@ VISUAL_TYPES = {
     "table": "Table (columns)",
 }
 OP_ROWS = 6
+FORMAT_ROWS = 3
+# The form's fields each chart type draws (title and filters apply to every type); the
+# page shows only the chosen type's, and only those are sent on.
+TYPE_FIELDS = {
+    "map": ("geo", "size", "color", "aggregation", "tooltips", "top_n", "formats"),
+    "line": ("x", "y", "color", "aggregation", "x_title", "y_title", "value_labels", "formats"),
+    "bar": ("x", "y", "color", "aggregation", "sort", "top_n", "other", "x_title", "y_title",
+            "value_labels", "formats"),
+    "table": ("columns", "formats"),
+}  # fmt: skip
+SORTS = {
+    "": "as the data comes (labels A→Z)",
+    "value:desc": "by value, largest first",
+    "value:asc": "by value, smallest first",
+    "label:asc": "by label, A→Z",
+    "label:desc": "by label, Z→A",
+}
 
 
 def _text(form: Mapping[str, Any], key: str) -> str:
@@ -101,13 +120,92 @@ def filters_from(form: Mapping[str, Any], prefix: str = "") -> list[dict[str, An
 
 
 def visual_from(form: Mapping[str, Any], visual_id: str) -> dict[str, Any]:
-    """The Visual JSON of a visual form (fields left empty are left out)."""
-    visual: dict[str, Any] = {"id": visual_id, "type": _text(form, "type")}
-    for key in ("title", "geo", "size", "x", "y", "color", "aggregation"):
-        if _text(form, key):
+    """The Visual JSON of a visual form: the chosen type's fields that are filled in."""
+    kind = _text(form, "type")
+    wanted = TYPE_FIELDS.get(kind, ())
+    visual: dict[str, Any] = {"id": visual_id, "type": kind}
+    if _text(form, "title"):
+        visual["title"] = _text(form, "title")
+    for key in ("geo", "size", "x", "y", "color", "aggregation", "x_title", "y_title"):
+        if key in wanted and _text(form, key):
             visual[key] = _text(form, key)
     for key in ("columns", "tooltips"):
-        if _names(_text(form, key)):
+        if key in wanted and _names(_text(form, key)):
             visual[key] = _names(_text(form, key))
+    if "sort" in wanted and _text(form, "sort"):
+        by, _, order = _text(form, "sort").partition(":")
+        visual["sort"] = {"by": by, "order": order or "desc"}
+    if "top_n" in wanted and _text(form, "top_n"):
+        top = _text(form, "top_n")
+        # A number or not, the model's check names the field and its range.
+        visual["top_n"] = int(top) if top.isdigit() else top
+        visual["other"] = "other" in wanted and bool(form.get("other"))
+    if "value_labels" in wanted and form.get("value_labels"):
+        visual["value_labels"] = True
+    if "formats" in wanted:
+        visual["formats"] = formats_from(form)
     visual["filters"] = filters_from(form)
     return visual
+
+
+def formats_from(form: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Number formats per field: the rows whose field is given."""
+    formats: dict[str, dict[str, Any]] = {}
+    for row in range(FORMAT_ROWS):
+        name = _text(form, f"fmt_field_{row}")
+        if not name:
+            continue
+        decimals = _text(form, f"fmt_decimals_{row}")
+        formats[name] = {
+            "style": _text(form, f"fmt_style_{row}") or "number",
+            "thousands": bool(form.get(f"fmt_thousands_{row}")),
+            **({"decimals": int(decimals) if decimals.isdigit() else decimals} if decimals else {}),
+        }
+    return formats
+
+
+def visual_values(visual: Visual) -> dict[str, str]:
+    """A saved visual as its form's values, to edit it (the inverse of ``visual_from``)."""
+    values = {key: str(getattr(visual, key) or "") for key in
+              ("type", "title", "geo", "size", "x", "y", "color", "aggregation", "x_title",
+               "y_title")}  # fmt: skip
+    values["columns"], values["tooltips"] = ", ".join(visual.columns), ", ".join(visual.tooltips)
+    values["sort"] = f"{visual.sort.by}:{visual.sort.order}" if visual.sort else ""
+    values["top_n"] = str(visual.top_n or "")
+    values["other"] = "1" if visual.other else ""
+    values["value_labels"] = "1" if visual.value_labels else ""
+    for row, (name, fmt) in enumerate(list(visual.formats.items())[:FORMAT_ROWS]):
+        values[f"fmt_field_{row}"], values[f"fmt_style_{row}"] = name, fmt.style
+        values[f"fmt_decimals_{row}"] = "" if fmt.decimals is None else str(fmt.decimals)
+        values[f"fmt_thousands_{row}"] = "1" if fmt.thousands else ""
+    for item in visual.filters:
+        if isinstance(item, TimeRange):
+            values["time_field"] = item.field
+            values["time_start"] = item.start.strftime("%Y-%m-%dT%H:%M") if item.start else ""
+            values["time_end"] = item.end.strftime("%Y-%m-%dT%H:%M") if item.end else ""
+        else:
+            values["category_field"] = item.field
+            values["category_values"] = ", ".join(str(v) for v in item.values)
+    return values
+
+
+def dataset_values(spec: DatasetSpec) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """A saved definition as the dataset form's values and operation rows."""
+    values = {
+        "name": spec.name, "data_source_id": spec.data_source_id, "database": spec.database,
+        "import_mode": spec.import_mode,
+        "refresh_interval_minutes": str(spec.refresh_interval_minutes or ""),
+        "source_kind": "table" if spec.table else "sql",
+        "table": spec.table or "", "sql": spec.sql or "",
+    }  # fmt: skip
+    ops = []
+    for op in spec.fields:
+        if op.op == "rename":
+            ops.append({"op": op.op, "a": op.field, "b": op.to, "c": ""})
+        elif op.op == "convert":
+            ops.append({"op": op.op, "a": op.field, "b": op.to, "c": op.format or ""})
+        elif op.op == "geo":
+            ops.append({"op": op.op, "a": op.name, "b": op.latitude, "c": op.longitude})
+        else:
+            ops.append({"op": op.op, "a": op.name, "b": op.expression, "c": ""})
+    return values, ops

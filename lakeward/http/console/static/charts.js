@@ -118,14 +118,80 @@
     return found;
   }
 
-  function tooltip(point) {
+  // Number formats per field (the visual's "formats"): the same rule in tooltips, value
+  // labels and tables (Intl) as on the axes (plotly's d3-format tickformat).
+  function specOf(element) { return config.visuals[element.dataset.visual] || {}; }
+  function formatOf(spec, field) { return (spec.formats || {})[field] || {}; }
+
+  function formatNumber(value, fmt) {
+    if (value === null || value === undefined) { return "NULL"; }
+    if (typeof value !== "number") { return String(value); }
+    const percent = fmt.style === "percent";
+    const options = { useGrouping: fmt.thousands !== false, style: percent ? "percent" : "decimal" };
+    if (typeof fmt.decimals === "number") {
+      options.minimumFractionDigits = fmt.decimals;
+      options.maximumFractionDigits = fmt.decimals;
+    } else {
+      options.maximumFractionDigits = percent ? 1 : 2;
+    }
+    return new Intl.NumberFormat("en-US", options).format(value);
+  }
+
+  function tickFormat(fmt) {
+    const group = fmt.thousands === false ? "" : ",";
+    if (fmt.style === "percent") { return group + "." + (typeof fmt.decimals === "number" ? fmt.decimals : 1) + "%"; }
+    return typeof fmt.decimals === "number" ? group + "." + fmt.decimals + "f" : group + "~r";
+  }
+
+  function escapeText(text) {
+    return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  function tooltip(point, spec) {
     return Object.entries(point.tooltip || {}).map(function (kv) {
-      const value = typeof kv[1] === "number" ? kv[1].toLocaleString("en-US") : String(kv[1]);
-      return kv[0] + ": " + value;
+      return escapeText(kv[0]) + ": " + escapeText(formatNumber(kv[1], formatOf(spec, kv[0])));
     }).join("<br>");
   }
 
+  // plotly's marker size for a value (scatter's bubble size function, sizemode "area").
+  function markerSize(value, sizeref) { return Math.max(Math.sqrt(Math.abs(value) / 2 / sizeref), 3); }
+
+  function niceValue(value) {  // one or two significant digits: 6,420,040 -> 6,000,000
+    if (value <= 0) { return 0; }
+    const power = Math.pow(10, Math.floor(Math.log10(value)));
+    const leading = value / power;
+    return (leading < 2 ? Math.round(leading * 2) / 2 : Math.round(leading)) * power;
+  }
+
+  // The size legend: three reference circles drawn at plotly's own marker sizes.
+  function sizeLegend(element, spec, largest, sizeref) {
+    const target = element.querySelector(".legend-extra");
+    const legend = document.createElement("div");
+    legend.className = "size-legend";
+    const title = document.createElement("span");
+    title.textContent = "Size: " + spec.size;
+    legend.appendChild(title);
+    Array.from(new Set([1, 0.25, 0.05].map(function (f) { return niceValue(largest * f); }))).filter(function (v) { return v > 0; }).forEach(function (value) {
+      const figure = document.createElement("figure");
+      const circle = document.createElement("div");
+      const diameter = markerSize(value, sizeref);
+      circle.className = "circle";
+      circle.style.width = circle.style.height = diameter.toFixed(1) + "px";
+      const caption = document.createElement("figcaption");
+      caption.textContent = formatNumber(value, formatOf(spec, spec.size));
+      figure.append(circle, caption);
+      figure.dataset.value = String(value);
+      legend.appendChild(figure);
+    });
+    target.replaceChildren(legend);
+  }
+
+  // With more colour values than this, the map draws one trace (a legend of 200 names
+  // is unreadable, and 200 traces are slow); hovering a point names it.
+  const MAX_LEGEND = 20;
+
   function mapFigure(data, element) {
+    const spec = specOf(element);
     const byColor = new Map();
     data.points.forEach(function (p) {
       const key = p.color === null || p.color === undefined ? "(none)" : String(p.color);
@@ -133,57 +199,84 @@
       byColor.get(key).push(p);
     });
     const largest = Math.max(1, ...data.points.map(function (p) { return Math.abs(p.size || 0); }));
-    const traces = Array.from(byColor.entries()).map(function (entry) {
-      const points = entry[1];
+    // Sizes stay the measure's values; sizeref makes the largest point 40 px across.
+    const sizeref = largest / 2 / (40 * 40);
+    function trace(name, points, colour) {
       return {
-        type: "scattergeo", mode: "markers", name: entry[0],
+        type: "scattergeo", mode: "markers", name: name,
         lat: points.map(function (p) { return p.lat; }),
         lon: points.map(function (p) { return p.lon; }),
-        text: points.map(tooltip),
-        hovertemplate: "<b>" + entry[0].replace(/</g, "&lt;") + "</b><br>%{text}<extra></extra>",
-        // Sizes stay the measure's values; sizeref scales the largest to 60 px across.
+        text: points.map(function (p) {
+          const label = p.color === null || p.color === undefined ? "(none)" : String(p.color);
+          return "<b>" + escapeText(label) + "</b><br>" + tooltip(p, spec);
+        }),
+        hovertemplate: "%{text}<extra></extra>",
         marker: {
-          color: colours.get(entry[0]),
-          size: points.map(function (p) { return p.size; }), sizemode: "area",
-          sizeref: 2 * largest / (60 * 60), sizemin: 3, opacity: 0.75,
-          line: { width: 0.5, color: "#ffffff" },
+          color: colour, size: points.map(function (p) { return p.size; }), sizemode: "area",
+          sizeref: sizeref, sizemin: 3, opacity: 0.75, line: { width: 0.5, color: "#ffffff" },
         },
       };
-    });
+    }
+    const many = byColor.size > MAX_LEGEND;
+    const traces = many
+      ? [trace(spec.color || spec.size, data.points, data.points.map(function (p) {
+        return colours.get(p.color === null || p.color === undefined ? "(none)" : String(p.color));
+      }))]
+      : Array.from(byColor.entries()).map(function (entry) { return trace(entry[0], entry[1], colours.get(entry[0])); });
     const layout = {
-      margin: { l: 0, r: 0, t: 0, b: 0 }, showlegend: true, legend: { orientation: "h" },
+      margin: { l: 0, r: 0, t: 0, b: 0 }, showlegend: !many, legend: { orientation: "h" },
       geo: {
         projection: { type: "natural earth" }, resolution: 110, showland: true,
         landcolor: "#e8ecef", showcountries: true, countrycolor: "#b9c2cc", showcoastlines: true,
         coastlinecolor: "#9aa5b1", showocean: true, oceancolor: "#f4f8fb", showframe: false,
       },
     };
-    if (data.unmapped_rows) { note(element, data.unmapped_rows + " row(s) without coordinates are not shown"); }
-    return { traces: traces, layout: layout };
+    const notes = [];
+    if (many) { notes.push(byColor.size + " " + (spec.color || "") + " values: hover a point for its name"); }
+    if (data.unmapped_rows) { notes.push(data.unmapped_rows + " row(s) without coordinates are not shown"); }
+    return { traces: traces, layout: layout, notes: notes, legend: function () { sizeLegend(element, spec, largest, sizeref); } };
   }
 
   function xyFigure(data, type, element) {
+    const spec = specOf(element);
+    const yFormat = formatOf(spec, spec.y);
+    const xTitle = spec.x_title || spec.x;
+    const yTitle = spec.y_title || spec.y;
     const traces = data.series.map(function (s) {
       const colour = colours.get(String(s.name));
+      const labels = s.y.map(function (v) { return formatNumber(v, yFormat); });
+      const hover = "<b>%{fullData.name}</b><br>" + escapeText(xTitle) + ": %{x}<br>" + escapeText(yTitle) + ": %{text}<extra></extra>";
       return type === "bar"
-        ? { type: "bar", name: String(s.name), x: s.x, y: s.y, marker: { color: colour } }
-        : { type: "scatter", mode: "lines", name: String(s.name), x: s.x, y: s.y, line: { color: colour } };
+        ? {
+          type: "bar", name: String(s.name), x: s.x, y: s.y, marker: { color: colour },
+          text: labels, textposition: spec.value_labels ? "outside" : "none", cliponaxis: false,
+          hovertemplate: hover,
+        }
+        : {
+          type: "scatter", mode: spec.value_labels ? "lines+markers+text" : "lines", name: String(s.name),
+          x: s.x, y: s.y, line: { color: colour }, text: labels, textposition: "top center",
+          hovertemplate: hover,
+        };
     });
-    const all = data.series.flatMap(function (s) { return s.y; }).filter(function (v) { return typeof v === "number"; });
-    const ratio = element.dataset.y.endsWith("rate") && all.every(function (v) { return v >= 0 && v <= 1; });
     const layout = {
-      margin: { l: 56, r: 10, t: 10, b: 40 }, legend: { orientation: "h" },
-      yaxis: { tickformat: ratio ? ".1%" : undefined, title: { text: element.dataset.y } },
-      barmode: "group",
+      margin: { l: 64, r: 10, t: 24, b: 40 }, legend: { orientation: "h" },
+      xaxis: { title: { text: xTitle }, automargin: true },
+      yaxis: { tickformat: tickFormat(yFormat), title: { text: yTitle }, automargin: true },
+      barmode: "group", showlegend: data.series.length > 1 || Boolean(spec.color),
     };
-    return { traces: traces, layout: layout };
+    if (type === "bar" && data.categories) {
+      layout.xaxis.type = "category";
+      layout.xaxis.categoryorder = "array";
+      layout.xaxis.categoryarray = data.categories;
+    }
+    return { traces: traces, layout: layout, notes: [] };
   }
 
   function note(element, text) {
     element.querySelector(".visual-note").textContent = text;
   }
 
-  function drawTable(data, target) {
+  function drawTable(data, target, spec) {
     const table = document.createElement("table");
     table.className = "grid";
     const head = table.createTHead().insertRow();
@@ -191,7 +284,7 @@
     const body = table.createTBody();
     data.rows.forEach(function (values) {
       const row = body.insertRow();
-      values.forEach(function (v) { row.insertCell().textContent = v === null ? "NULL" : String(v); });
+      values.forEach(function (v, i) { row.insertCell().textContent = formatNumber(v, formatOf(spec, data.columns[i])); });
     });
     target.replaceChildren(table);
     target.classList.add("table-visual");
@@ -207,11 +300,13 @@
     const target = element.querySelector(".chart");
     element.dataset.source = series.source;
     note(element, series.row_count.toLocaleString("en-US") + " row(s) · from the " + series.source);
-    if (series.type === "table") { drawTable(series.data, target); return; }
+    if (series.type === "table") { drawTable(series.data, target, specOf(element)); return; }
     await plotlyReady;
     if (series.type === "map") { await geoAssets(); }
     const figure = series.type === "map" ? mapFigure(series.data, element) : xyFigure(series.data, series.type, element);
+    if (figure.notes.length) { note(element, element.querySelector(".visual-note").textContent + " · " + figure.notes.join(" · ")); }
     await Plotly.react(target, figure.traces, figure.layout, plotConfig);
+    if (figure.legend) { figure.legend(); }
   }
 
   async function drawAll() {

@@ -30,5 +30,20 @@ window.lakeward = (function () {
     }
   });
 
+  // A visual's form shows only the fields its chart type draws; hidden ones are
+  // disabled, so they are not sent either.
+  function showTypeFields(form) {
+    const type = form.querySelector('select[name="type"]').value;
+    form.querySelectorAll("[data-types]").forEach(function (element) {
+      const shown = element.dataset.types.split(" ").includes(type);
+      element.hidden = !shown;
+      element.querySelectorAll("input, select").forEach(function (input) { input.disabled = !shown; });
+    });
+  }
+  document.querySelectorAll(".visual-form").forEach(function (form) {
+    showTypeFields(form);
+    form.querySelector('select[name="type"]').addEventListener("change", function () { showTypeFields(form); });
+  });
+
   return { csrf: csrf, call: call };
 })();
