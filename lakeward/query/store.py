@@ -285,20 +285,24 @@ class Store:
         orphaned = executions.c.state.in_(_UNFINISHED) & (
             executions.c.owner.is_(None) | executions.c.owner.not_in(select(processes.c.id))
         )
+        with self.engine.connect() as conn:  # a read first: most looks find nothing
+            found = conn.execute(select(executions.c.id, executions.c.owner).where(orphaned)).all()
+        if not found:
+            return []
         failed = []
         with self._writer.begin() as conn:
-            found = conn.execute(select(executions.c.id, executions.c.owner).where(orphaned))
-            for execution_id, owner in found.all():
-                conn.execute(
+            for execution_id, owner in found:
+                changed: int = conn.execute(
                     update(executions)
-                    .where(executions.c.id == execution_id)
+                    .where(executions.c.id == execution_id, executions.c.state.in_(_UNFINISHED))
                     .values(
                         state=QueryState.FAILED.value,
                         state_change_reason=reason_of(owner),
                         completed=datetime.now(UTC),
                     )
-                )
-                failed.append(execution_id)
+                ).rowcount
+                if changed:  # not ended meanwhile by its owner
+                    failed.append(execution_id)
         return failed
 
     def request_stop(self, execution_id: str) -> bool:
