@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 
 MAX_QUEUED = 1000
 RECENT = 1024  # finished executions kept in memory for their last polls and pages
+INTERRUPT_AGAIN = 1.0
+"""Seconds between interrupts of an execution asked to stop that has not yet ended."""
 
 
 def _now() -> datetime:
@@ -88,6 +90,7 @@ class _Run:
         self.cancelled = threading.Event()
         self.timed_out = threading.Event()
         self.engine: Engine | None = None
+        self.interrupted = float("-inf")  # monotonic time of the last interrupt sent
 
 
 class QueryService(MetadataOperations):
@@ -478,10 +481,12 @@ class QueryService(MetadataOperations):
 
     def stop_query_execution(self, execution_id: str) -> None:
         self._check_execution(self._execution(execution_id), "StopQueryExecution")
-        if not self._stop_here(execution_id):
-            # Another process runs it: it sees the request within presence.STOP_POLL.
-            # An execution that has ended has nothing to stop, and Athena says nothing.
-            self.store.request_stop(execution_id)
+        self._stop_here(execution_id)
+        # Recorded too: the process running it (this one or another) sees the request
+        # within presence.STOP_POLL and repeats it until the execution ends, so a stop
+        # that came before the engine had the query is not lost. An execution that has
+        # ended has nothing to stop, and Athena says nothing.
+        self.store.request_stop(execution_id)
 
     def _stop_here(self, execution_id: str) -> bool:
         """Stop an execution if this process runs it; False if it does not."""
@@ -489,7 +494,9 @@ class QueryService(MetadataOperations):
         if run is None:
             return False
         run.cancelled.set()
-        if run.engine is not None:
+        now = time.monotonic()
+        if run.engine is not None and now - run.interrupted >= INTERRUPT_AGAIN:
+            run.interrupted = now
             run.engine.interrupt(execution_id)
         return True
 
