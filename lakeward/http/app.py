@@ -18,6 +18,7 @@ from lakeward.http.auth import auth_router, load_sessions
 from lakeward.http.background import Background
 from lakeward.http.bi import bi_router
 from lakeward.http.console import install_console
+from lakeward.http.docs import install_docs
 from lakeward.http.erasure import erasure_router
 from lakeward.http.erasure_requests import erasure_requests_router
 from lakeward.http.errors import error_response, invalid_request
@@ -44,7 +45,10 @@ def create_app(
         title="lakeward",
         version=__version__,
         description="Self-hosted data lake: metastore, lake storage, SQL and access control.",
+        docs_url=None,  # install_docs: Swagger UI from lakeward itself, not a CDN
+        redoc_url=None,
     )
+    install_docs(app)
     app.state.settings = settings
     app.state.query_service = service
     app.router.add_event_handler("shutdown", service.close)

@@ -32,7 +32,6 @@ PUBLIC = {
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/docs/oauth2-redirect"),
-    ("GET", "/redoc"),
     ("GET", "/health"),
     ("GET", "/"),
     ("GET", "/console/login"),
