@@ -76,6 +76,24 @@ def test_a_store_made_before_versions_is_adopted_with_its_rows(db: str | Path) -
     store.engine.dispose()
 
 
+def test_executions_of_a_v2_store_gain_who_started_them(db: str | Path) -> None:
+    # The executions table as version 2 made it: no started_by column.
+    engine = sqlstate.open_engine(db)
+    from lakeward.query import store as query_store
+
+    sqlstate.migrate(engine, QUERY_COMPONENT, query_store.MIGRATIONS[:2], label="query")
+    with sqlstate.writer(engine).begin() as conn:
+        conn.execute(text("DROP INDEX ix_query_executions_started_by"))
+        conn.execute(text("ALTER TABLE query_executions DROP COLUMN started_by"))
+    engine.dispose()
+    store = Store(db)
+    with store.engine.connect() as conn:
+        columns = {c["name"] for c in inspect(conn).get_columns("query_executions")}
+    assert "started_by" in columns
+    assert store.execution_ids(None, 0, 10, started_by="nobody") == []
+    store.engine.dispose()
+
+
 def test_the_query_store_keeps_catalogs_and_workgroups_on_both_backends(db: str | Path) -> None:
     from datetime import UTC, datetime
 

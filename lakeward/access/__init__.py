@@ -8,6 +8,7 @@ logged so that the audit trail starts now.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Protocol
 
@@ -27,8 +28,18 @@ current_context: ContextVar[dict[str, object]] = ContextVar("lakeward_context", 
 class Authorizer(Protocol):
     """The one check every service makes before acting (``AccessControl`` implements it)."""
 
-    def authorize(self, action: str, resource: str, *, principal: str | None = None) -> object:
-        """Return if allowed; raise ``AccessDenied`` naming the action and resource if not."""
+    def authorize(
+        self,
+        action: str,
+        resource: str,
+        *,
+        principal: str | None = None,
+        context: Mapping[str, object] | None = None,
+    ) -> object:
+        """Return if allowed; raise ``AccessDenied`` naming the action and resource if not.
+
+        ``context``: condition keys of this request beside the global ones.
+        """
         ...
 
     def allowed(self, action: str, resource: str, *, principal: str | None = None) -> bool: ...
@@ -37,7 +48,14 @@ class Authorizer(Protocol):
 class AllowAll:
     """For a service used as a library, without principals: allows, and logs."""
 
-    def authorize(self, action: str, resource: str, *, principal: str | None = None) -> object:
+    def authorize(
+        self,
+        action: str,
+        resource: str,
+        *,
+        principal: str | None = None,
+        context: Mapping[str, object] | None = None,
+    ) -> object:
         log.info("allow %s %s %s", principal or current_principal.get(), action, resource)
         return None
 

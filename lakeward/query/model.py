@@ -72,6 +72,7 @@ class QueryExecution:
     statistics: QueryStatistics = field(default_factory=QueryStatistics)
     engine: str = "duckdb"
     client_request_token: str | None = None
+    started_by: str | None = None  # a user, role/<name> or root (None: before v3)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from lakeward.access import AllowAll, Authorizer, current_principal
 from lakeward.access.arns import catalog_arn, s3_arn, workgroup_arn
 from lakeward.config import Settings
 from lakeward.errors import (
+    AccessDenied,
     InvalidRequest,
     LakewardError,
     QueryFailed,
@@ -67,6 +68,10 @@ MAX_QUEUED = 1000
 RECENT = 1024  # finished executions kept in memory for their last polls and pages
 INTERRUPT_AGAIN = 1.0
 """Seconds between interrupts of an execution asked to stop that has not yet ended."""
+# Reading an execution another principal started (its SQL text, state and result) needs
+# this too, on the workgroup; OWNER_KEY, the starter's name, lets a policy narrow it.
+OTHERS_ACTION = "lakeward:ReadOthersQueryExecutions"
+OWNER_KEY = "lakeward:QueryExecutionOwner"
 
 
 def _now() -> datetime:
@@ -225,6 +230,7 @@ class QueryService(MetadataOperations):
             submitted=submitted,
             engine=group.engine,
             client_request_token=client_request_token,
+            started_by=principal,
         )
         execution.output_location = f"{location}/{execution.id}.csv"
         result_arn = self._lake_arn(execution.output_location)
@@ -427,7 +433,13 @@ class QueryService(MetadataOperations):
         return None if place is None else s3_arn(*place)
 
     def _check_execution(self, execution: QueryExecution, action: str) -> None:
-        self.access.authorize(f"athena:{action}", workgroup_arn(execution.workgroup))
+        resource = workgroup_arn(execution.workgroup)
+        self.access.authorize(f"athena:{action}", resource)
+        if execution.started_by != current_principal.get():
+            # Another principal's SQL text and result: their own permission (docs/access.md).
+            self.access.authorize(
+                OTHERS_ACTION, resource, context={OWNER_KEY: execution.started_by or ""}
+            )
 
     def _bucket_and_prefix(self, output_uri: str) -> tuple[str, str]:
         relative = output_uri.removeprefix(self.settings.lake_root + "/")
@@ -503,11 +515,17 @@ class QueryService(MetadataOperations):
     def list_query_executions(
         self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
     ) -> tuple[list[str], str | None]:
-        self.access.authorize(
-            "athena:ListQueryExecutions", workgroup_arn(workgroup or DEFAULT_WORKGROUP)
-        )
+        resource = workgroup_arn(workgroup or DEFAULT_WORKGROUP)
+        self.access.authorize("athena:ListQueryExecutions", resource)
+        # Others' executions are listed only with a permission that names no one owner.
+        others = self.access.allowed(OTHERS_ACTION, resource)
         offset = offset_of(next_token)
-        ids = self.store.execution_ids(workgroup, offset, max_results + 1)
+        ids = self.store.execution_ids(
+            workgroup,
+            offset,
+            max_results + 1,
+            started_by=None if others else current_principal.get(),
+        )
         more = len(ids) > max_results
         return ids[:max_results], next_token_at(offset + max_results) if more else None
 
@@ -519,12 +537,13 @@ class QueryService(MetadataOperations):
             execution = self.store.execution(execution_id)
             if execution is None:
                 missing.append((execution_id, "QueryExecution was not found"))
-            elif not self.access.allowed(
-                "athena:BatchGetQueryExecution", workgroup_arn(execution.workgroup)
-            ):
-                missing.append((execution_id, "not authorized to read this QueryExecution"))
             else:
-                found.append(execution)
+                try:
+                    self._check_execution(execution, "BatchGetQueryExecution")
+                except AccessDenied:
+                    missing.append((execution_id, "not authorized to read this QueryExecution"))
+                else:
+                    found.append(execution)
         return found, missing
 
 

@@ -99,6 +99,8 @@ executions = Table(
     # Added in v2: the process running the execution, and a stop asked of it.
     Column("owner", String(128), index=True),
     Column("stop_requested", Boolean, nullable=False, default=False),
+    # Added in v3: the principal who started it (whose history it is in).
+    Column("started_by", String(256), index=True),
 )
 
 processes = Table(
@@ -219,10 +221,15 @@ class Store:
             row = conn.execute(query).first()
         return _execution(row._mapping) if row else None
 
-    def execution_ids(self, workgroup: str | None, offset: int, limit: int) -> list[str]:
+    def execution_ids(
+        self, workgroup: str | None, offset: int, limit: int, started_by: str | None = None
+    ) -> list[str]:
+        """Newest first; only those ``started_by`` started when given."""
         query = select(executions.c.id).order_by(executions.c.submitted.desc(), executions.c.id)
         if workgroup:
             query = query.where(executions.c.workgroup == workgroup)
+        if started_by is not None:
+            query = query.where(executions.c.started_by == started_by)
         with self.engine.connect() as conn:
             return [r[0] for r in conn.execute(query.offset(offset).limit(limit))]
 
@@ -394,4 +401,13 @@ def _processes_v2(conn: Connection) -> None:
     processes.create(conn, checkfirst=True)
 
 
-MIGRATIONS = [_create_v1, _processes_v2]
+def _started_by_v3(conn: Connection) -> None:
+    """Executions record who started them: each user's history is their own."""
+    if "started_by" not in {c["name"] for c in inspect(conn).get_columns(executions.name)}:
+        conn.execute(text("ALTER TABLE query_executions ADD COLUMN started_by VARCHAR(256)"))
+        conn.execute(
+            text("CREATE INDEX ix_query_executions_started_by ON query_executions (started_by)")
+        )
+
+
+MIGRATIONS = [_create_v1, _processes_v2, _started_by_v3]
