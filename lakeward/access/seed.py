@@ -1,8 +1,11 @@
-"""The seed deployment's identities: two users in two groups, their policies and secrets.
+"""The seed deployment's identities: four users in four groups, their policies and secrets.
 
 The data engineer's group may use the metastore catalog and read the data
 bucket, so the data engineer sees and queries the tables; the salesperson's
 group may use Athena but not the catalog, so the salesperson sees no tables.
+The console administrator (``admin``) may use the administration pages (IAM,
+secret names, the audit log) and so may add anyone, themselves included, to
+the data-protection group, whose members read and decide erasure requests.
 Passwords and access keys are generated once and kept as secrets; running
 this again changes nothing.
 """
@@ -13,12 +16,24 @@ import json
 import secrets
 from typing import Any
 
-from lakeward.access.arns import catalog_arn, s3_arn, workgroup_arn
+from lakeward.access.arns import (
+    AUDIT_LOG,
+    catalog_arn,
+    erasure_request_arn,
+    iam_arn,
+    s3_arn,
+    secret_arn,
+    workgroup_arn,
+)
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
 
 CATALOG = "demo_hive_metastore"
 BI_ROLE = "bi-service-role"
+ADMIN = "admin"
+ADMIN_SECRET = "ConsoleAdminCreds"
+ADMIN_GROUP = "ConsoleAdministratorGroup"
+DATA_PROTECTION_GROUP = "DataProtectionGroup"
 
 
 def seed_policies(settings: Settings) -> dict[str, dict[str, Any]]:
@@ -63,6 +78,34 @@ def seed_policies(settings: Settings) -> dict[str, dict[str, Any]]:
                 }
             ],
         },
+        "ConsoleAdministratorPolicy": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ManageIdentities",
+                    "Effect": "Allow",
+                    "Action": ["iam:*"],
+                    "Resource": [iam_arn("*", "*")],
+                },
+                {
+                    "Sid": "SecretNamesAndAudit",
+                    "Effect": "Allow",
+                    "Action": ["secretsmanager:ListSecrets", "audit:Query"],
+                    "Resource": [secret_arn("*"), AUDIT_LOG],
+                },
+            ],
+        },
+        "ErasureApprovalPolicy": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "DecideErasureRequests",
+                    "Effect": "Allow",
+                    "Action": ["erasure:ListRequests", "erasure:GetRequest", "erasure:Approve"],
+                    "Resource": [erasure_request_arn("*")],
+                }
+            ],
+        },
     }
 
 
@@ -74,6 +117,8 @@ SEED_GROUPS = {
          "AthenaQueryAccessPolicy"],
     ),
     "SalesGroup": ("sales_user", "SalesUserCreds", ["AthenaQueryAccessPolicy"]),
+    ADMIN_GROUP: (ADMIN, ADMIN_SECRET, ["ConsoleAdministratorPolicy"]),
+    DATA_PROTECTION_GROUP: ("dpo_user", "DataProtectionUserCreds", ["ErasureApprovalPolicy"]),
 }  # fmt: skip
 
 
@@ -111,4 +156,7 @@ def seed_identities(settings: Settings, access: AccessControl) -> dict[str, str]
         "iam_users": ",".join(user for user, _s, _p in SEED_GROUPS.values()),
         "iam_secrets": ",".join(secret for _u, secret, _p in SEED_GROUPS.values()),
         "bi_role": BI_ROLE,
+        "console_admin": ADMIN,
+        "console_admin_secret": ADMIN_SECRET,
+        "data_protection_group": DATA_PROTECTION_GROUP,
     }

@@ -1,13 +1,13 @@
 """Administration and erasure approval pages, on a small stack of their own.
 
 The server runs in this process (uvicorn on a free port) over a demo lake that
-the erasure index covers, with approval email going to a real SMTP server; an
-administrator with a console password signs in with Chromium.
+the erasure index covers, with approval email going to a real SMTP server; the
+seed's identities (as ``lakeward up`` creates them: the console administrator
+``admin``, the data-protection group's ``dpo_user``) sign in with Chromium.
 """
 
 from __future__ import annotations
 
-import secrets
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +16,7 @@ import pytest
 import uvicorn
 
 from lakeward.access.control import AccessControl
+from lakeward.access.seed import ADMIN, ADMIN_SECRET, DATA_PROTECTION_GROUP, seed_identities
 from lakeward.config import Settings
 from lakeward.erasure.requests import APPROVED, AWAITING_APPROVAL
 from lakeward.erasure.workflow import ErasureWorkflow
@@ -24,24 +25,25 @@ from lakeward.process import free_port
 from tests.console.console_helpers import sign_in
 from tests.erasure.workflow_helpers import busiest_users, make_lake, smtp_server, workflow_settings
 
-ADMIN = "console_admin"
-EVERYTHING = {"Version": "2012-10-17",
-              "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}  # fmt: skip
+DPO = "dpo_user"
 
 
 @pytest.fixture(scope="module")
-def small_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, str, str]]:
-    """(settings, server URL, the administrator's password) of a running server."""
+def small_stack(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Settings, str, dict[str, str]]]:
+    """(settings, server URL, the seed users' passwords by name) of a running server."""
     data_dir = tmp_path_factory.mktemp("console-admin") / "data"
     with smtp_server() as (_mailbox, smtp_port):
         settings = workflow_settings(data_dir, smtp_port)
         make_lake(settings, records=300)
         access = AccessControl(settings)
-        password = secrets.token_urlsafe(16)
-        access.principals.create_policy("ConsoleAdministrator", EVERYTHING)
-        access.principals.create_user(ADMIN, password)
-        access.principals.attach_user_policy(ADMIN, "ConsoleAdministrator")
-        access.secrets.put("ConsoleAdminCreds", {"password": password}, "an administrator")
+        outputs = seed_identities(settings, access)
+        assert outputs["console_admin"] == ADMIN and outputs["console_admin_secret"] == ADMIN_SECRET
+        passwords = {}
+        for name in outputs["iam_secrets"].split(","):
+            value = access.secrets.get(name).value
+            passwords[value["username"]] = value["password"]
         port = free_port("127.0.0.1", 18000)
         server = uvicorn.Server(
             uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
@@ -52,15 +54,18 @@ def small_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sett
             while not server.started:
                 assert thread.is_alive(), "the server did not start"
                 thread.join(0.05)
-            yield settings, f"http://127.0.0.1:{port}", password
+            yield settings, f"http://127.0.0.1:{port}", passwords
         finally:
             server.should_exit = True
             thread.join(10)
 
 
-def test_administration_pages(page: Any, small_stack: tuple[Settings, str, str]) -> None:
-    _settings, base, password = small_stack
+def test_administration_pages(page: Any, small_stack: tuple[Settings, str, dict[str, str]]) -> None:
+    _settings, base, passwords = small_stack
+    password = passwords[ADMIN]
     sign_in(page, base, ADMIN, password)
+    assert page.locator("h1").inner_text() == f"Welcome, {ADMIN}"  # the home page
+    assert page.locator(".home-pages .card strong").all_inner_texts() == ["Administration"]
     assert "Administration" in page.locator("header nav a").all_inner_texts()
     page.goto(base + "/console/admin/users")
     page.fill("form.stacked input[name=name]", "analyst_1")
@@ -76,43 +81,108 @@ def test_administration_pages(page: Any, small_stack: tuple[Settings, str, str])
     assert "policy Broken" in page.locator(".flash.error").inner_text()
 
     page.goto(base + "/console/admin/secrets")
-    assert page.locator("td", has_text="ConsoleAdminCreds").count() == 1
+    assert page.locator("td", has_text=ADMIN_SECRET).count() == 1
     assert password not in page.content()  # names only, never values
 
-    page.goto(base + "/console/admin/audit?user=console_admin")
+    page.goto(base + f"/console/admin/audit?user={ADMIN}")
     actions = page.locator("table.audit td:nth-child(3)").all_inner_texts()
     assert "iam:CreateUser" in actions and "secretsmanager:ListSecrets" in actions
 
 
-def test_approve_an_erasure_request_from_its_page(
-    page: Any, small_stack: tuple[Settings, str, str]
-) -> None:
-    settings, base, password = small_stack
+def awaiting_requests(settings: Settings, count: int) -> list[tuple[str, str]]:
+    """(request id, user to erase) of ``count`` requests awaiting approval."""
     flow = ErasureWorkflow(settings)
     try:
-        users = busiest_users(settings, 1)
-        created, _joined = flow.request(users, "dpo@example.com", reason="asked by mail")
-        flow.run_pending()  # the worker: the report, then the request for approval
-        assert flow.store.get(created.id).state == AWAITING_APPROVAL
+        made = []
+        for user in busiest_users(settings, count):
+            created, _joined = flow.request([user], "dpo@example.com", reason="asked by mail")
+            made.append((created.id, user))
+        flow.run_pending()  # the worker: the reports, then the requests for approval
+        assert all(flow.store.get(i).state == AWAITING_APPROVAL for i, _u in made)
+        return made
     finally:
         flow.close()
-    sign_in(page, base, ADMIN, password)
+
+
+def approve(page: Any, request_id: str, user: str, approver: str) -> None:
+    """Open the request from the list and approve it, confirmation ticked."""
     page.click("header nav a:text('Erasure requests')")
-    page.click(f"a:text('{created.id}')")
-    assert users[0] in page.locator("pre.report").inner_text()
-    approve = page.locator(f"form[action$='/{created.id}/approve']")
-    # Without the confirmation ticked the browser does not send the form; the server
-    # refuses it too.
-    page.evaluate("(form) => { form.noValidate = true; }", approve.element_handle())
-    page.once("dialog", lambda dialog: dialog.accept())
-    approve.locator("button").click()
-    assert "tick the confirmation" in page.locator(".flash.error").inner_text()
-    assert page.locator("#erasure-state").inner_text() == AWAITING_APPROVAL
-    approve.locator("input[name=confirm]").check()
+    page.click(f"a:text('{request_id}')")
+    assert user in page.locator("pre.report").inner_text()
+    form = page.locator(f"form[action$='/{request_id}/approve']")
+    form.locator("input[name=confirm]").check()
     dialogs: list[str] = []
     page.once("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
-    approve.locator("button").click()
+    form.locator("button").click()
     assert dialogs and "Approve the erasure" in dialogs[0]
     assert page.locator("#erasure-state").inner_text() == APPROVED
     history = page.locator("table.grid").last.inner_text()
-    assert f"{AWAITING_APPROVAL}\t{APPROVED}\t{ADMIN}" in history
+    assert f"{AWAITING_APPROVAL}\t{APPROVED}\t{approver}" in history
+
+
+def test_the_data_protection_group_decides_erasure_requests(
+    page: Any, small_stack: tuple[Settings, str, dict[str, str]]
+) -> None:
+    settings, base, passwords = small_stack
+    (first, first_user), (second, second_user) = awaiting_requests(settings, 2)
+    # The seed's data-protection officer lands on a home page that leads to the requests.
+    sign_in(page, base, DPO, passwords[DPO])
+    assert page.locator(".home-pages .card strong").all_inner_texts() == ["Erasure requests"]
+    assert page.locator("header nav a").all_inner_texts() == ["Erasure requests"]
+    page.goto(base + "/console/erasure")
+    approve_form = page.locator(f"form[action$='/{first}/approve']")
+    page.click(f"a:text('{first}')")
+    # Without the confirmation ticked the browser does not send the form; the server
+    # refuses it too.
+    page.evaluate("(form) => { form.noValidate = true; }", approve_form.element_handle())
+    page.once("dialog", lambda dialog: dialog.accept())
+    approve_form.locator("button").click()
+    assert "tick the confirmation" in page.locator(".flash.error").inner_text()
+    assert page.locator("#erasure-state").inner_text() == AWAITING_APPROVAL
+    approve(page, first, first_user, DPO)
+    # An administration page is refused with the console's page and a next step.
+    response = page.goto(base + "/console/admin/users")
+    assert response is not None and response.status == 403
+    assert page.locator("h1").inner_text() == "Access denied"
+    assert "Ask an administrator" in page.locator(".next-step").inner_text()
+    assert page.locator(".next-pages a").all_inner_texts() == ["Erasure requests"]
+
+    # The administrator may not decide, but is told how: join the group, then approve.
+    page.click("button:text('Sign out')")
+    sign_in(page, base, ADMIN, passwords[ADMIN])
+    assert DATA_PROTECTION_GROUP in page.locator("#join-data-protection").inner_text()
+    assert page.goto(base + "/console/erasure").status == 403  # type: ignore[union-attr]
+    page.goto(base + "/console/admin/users")
+    row = page.locator("table.grid tr", has_text=ADMIN).filter(has_not_text=DPO).first
+    row.locator("select[name=group]").select_option(DATA_PROTECTION_GROUP)
+    row.locator("button:text('Add')").click()
+    assert f"added {ADMIN} to {DATA_PROTECTION_GROUP}" in page.locator(".flash.done").inner_text()
+    page.goto(base + "/console/")
+    assert "Erasure requests" in page.locator(".home-pages .card strong").all_inner_texts()
+    approve(page, second, second_user, ADMIN)
+
+
+def test_unknown_pages_and_api_docs_offline(
+    page: Any, offline: Any, small_stack: tuple[Settings, str, dict[str, str]]
+) -> None:
+    _settings, base, passwords = small_stack
+    # Signed out, an unknown console URL is a page that offers to sign in.
+    response = page.goto(base + "/console/no-such-page")
+    assert response is not None and response.status == 404
+    assert response.headers["content-type"].startswith("text/html")
+    assert page.locator("h1").inner_text() == "Not found"
+    assert "Sign in" in page.locator(".next-step").inner_text()
+    sign_in(page, base, DPO, passwords[DPO])
+    response = page.goto(base + "/console/dashboards/x/y/z")
+    assert response is not None and response.status == 404
+    assert "/console/dashboards/x/y/z" in page.locator(".flash.error").inner_text()
+    assert page.locator(".next-pages a").all_inner_texts() == ["Erasure requests"]
+    # The API's JSON stays JSON.
+    status = page.evaluate("fetch('/console/api/nothing').then(r => r.status)")
+    assert status == 404
+    # Swagger UI comes from lakeward itself: drawn with every other host blocked.
+    page.goto(base + "/docs")
+    page.wait_for_selector(".swagger-ui .info .title", timeout=30_000)
+    assert "lakeward" in page.locator(".swagger-ui .info .title").inner_text()
+    assert page.locator(".opblock-summary-path", has_text="/health").count() >= 1
+    assert offline.blocked == []

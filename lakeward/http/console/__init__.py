@@ -22,7 +22,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
 
+from lakeward.access.arns import catalog_arn
 from lakeward.access.control import AccessControl
 from lakeward.access.sessions import Sessions
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
@@ -59,10 +61,17 @@ def install_console(
 
         return shown
 
+    def uses_a_catalog(user: str) -> bool:
+        # The editor runs nothing for a user who may use no catalog: not offered to them.
+        return any(
+            console.may(user, "lakeward:UseCatalog", catalog_arn(c))
+            for c in service.catalogs.names()
+        )
+
     console.nav = [
         replace(bi.DASHBOARDS, shown=sees_any("dashboards")),
         replace(bi.DATASETS, shown=sees_any("datasets")),
-        query.NAV,
+        replace(query.NAV, requires=uses_a_catalog),
         catalogs.NAV,
         erasure.NAV,
         admin.NAV,
@@ -123,6 +132,20 @@ def install_console(
         return console.error_page(request, InvalidRequest(f"not a valid form: {problems}"))
 
     app.add_exception_handler(RequestValidationError, on_invalid)
+    json_http = app.exception_handlers.get(HTTPException)
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        """An unknown console URL: the console's "not found" page, not raw JSON."""
+        assert isinstance(exc, HTTPException)
+        path = request.url.path
+        if exc.status_code == 404 and (path == PREFIX or path.startswith(PREFIX + "/")):
+            return console.error_page(request, ResourceNotFound(f"there is no page at {path}"))
+        if json_http is None:
+            return error_response(ResourceNotFound(str(exc.detail)), exc.status_code)
+        response = json_http(request, exc)
+        return await response if inspect.isawaitable(response) else response
+
+    app.add_exception_handler(HTTPException, on_http)
     return console
 
 

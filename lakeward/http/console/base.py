@@ -69,6 +69,8 @@ class NavItem:
     resource: str
     # Also shown when this says so (BI objects reach users through shares, not policies).
     shown: Callable[[str], bool] | None = None
+    # Only shown when this says so too (a page of no use without some other permission).
+    requires: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -119,7 +121,8 @@ class Console:
         return [
             n
             for n in self.nav
-            if self.may(user, n.action, n.resource) or (n.shown is not None and n.shown(user))
+            if (self.may(user, n.action, n.resource) or (n.shown is not None and n.shown(user)))
+            and (n.requires is None or n.requires(user))
         ]
 
     # -- rendering ----------------------------------------------------------

@@ -1,5 +1,9 @@
 """The query editor: run, cancel, history, saved queries, paged results, CSV download.
 
+The history is the signed-in user's own executions, or everyone's in the
+workgroup when a policy allows ``lakeward:ReadOthersQueryExecutions`` (the
+SQL service decides, as for ``ListQueryExecutions`` in the API).
+
 The page is rendered here; a small script (static/query.js) starts a query,
 polls its state and pages through its results with the JSON calls below.
 Every call is the SQL service's own, with its checks: the console adds none of
@@ -97,6 +101,11 @@ def query_router(console: Console, service: QueryService) -> APIRouter:
     @router.post("/api/query")
     def run(body: RunQuery, session: Signed) -> dict[str, str]:
         return {"id": service.start_query_execution(body.sql, database=body.database)}
+
+    @router.get("/api/query/history")
+    def history_now(session: Signed) -> list[dict[str, object]]:
+        """The history list again, for the editor to refresh after a run."""
+        return [execution_view(e) for e in history()]
 
     @router.get("/api/query/{execution_id}")
     def state(execution_id: str, session: Signed) -> dict[str, object]:

@@ -12,12 +12,22 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from lakeward.access.arns import iam_arn
+from lakeward.access.seed import DATA_PROTECTION_GROUP as DPO_GROUP
 from lakeward.access.sessions import SESSION_COOKIE, Session
 from lakeward.errors import AccessDenied, LakewardError
 from lakeward.http.auth import close_session, open_session
 from lakeward.http.console.base import CSRF_FIELD, PREFIX, Console, redirect, signed_in
 
 LOGIN_CSRF_COOKIE = "lakeward_login_csrf"
+PAGE_SUMMARIES = {
+    "dashboards": "Dashboards shared with you, and your analyses.",
+    "datasets": "Data sources and datasets: build a dataset from a table or a query.",
+    "query": "Run SQL on the catalogs you may use; your saved queries and history.",
+    "catalogs": "Browse catalogs, databases and tables with their columns.",
+    "erasure": "Erasure requests: read their reports, approve or reject them.",
+    "admin": "Users, groups, policies, secret names and the audit log.",
+}
 
 
 def _local(target: str | None) -> str:
@@ -101,9 +111,20 @@ def signin_router(console: Console) -> APIRouter:
 
     @router.get("/")
     def home(request: Request, session: Signed) -> Response:
-        pages = console.visible_nav(session.user)
-        if pages:
-            return RedirectResponse(pages[0].path, status_code=303)
-        return console.render(request, "home.html", session, title="Console")
+        # Every user lands here: the pages their policies open, each with what it is for.
+        pages = [
+            (item, PAGE_SUMMARIES.get(item.key, "")) for item in console.visible_nav(session.user)
+        ]
+        shown = {item.key for item, _summary in pages}
+        # An administrator reaches the erasure approvals by joining the data-protection group.
+        join = (
+            "erasure" not in shown
+            and "admin" in shown
+            and console.may(session.user, "iam:AddUserToGroup", iam_arn("group", DPO_GROUP))
+        )
+        return console.render(
+            request, "home.html", session, title="Home", pages=pages,
+            join_group=DPO_GROUP if join else "",
+        )  # fmt: skip
 
     return router

@@ -69,6 +69,32 @@
     results.hidden = false;
   }
 
+  // The history list, again from the server: the run just made is at its top.
+  async function refreshHistory() {
+    const list = document.querySelector("ul.history");
+    const executions = await lakeward.call("GET", base + "/history");
+    const items = executions.map(function (e) {
+      const item = document.createElement("li");
+      item.className = "state-" + e.state.toLowerCase();
+      const link = document.createElement("a");
+      link.href = "/console/query?execution=" + encodeURIComponent(e.id);
+      link.title = e.query;
+      link.textContent = e.query.length > 60 ? e.query.slice(0, 57) + "..." : e.query;
+      const meta = document.createElement("span");
+      meta.className = "meta";
+      meta.textContent = e.state + " · " + e.submitted.replace("T", " ").slice(0, 19);
+      item.append(link, meta);
+      return item;
+    });
+    if (!items.length) {
+      const empty = document.createElement("li");
+      empty.className = "empty";
+      empty.textContent = "No queries yet.";
+      items.push(empty);
+    }
+    list.replaceChildren.apply(list, items);
+  }
+
   async function run(event) {
     event.preventDefault();
     runButton.disabled = true;
@@ -93,6 +119,7 @@
       runButton.disabled = false;
       cancelButton.disabled = true;
     }
+    await refreshHistory().catch(function () { /* the list stays as it was */ });
   }
 
   form.addEventListener("submit", run);
