@@ -34,6 +34,7 @@ from lakeward.errors import (
 )
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query import results
+from lakeward.query.athena_errors import athena_reason
 from lakeward.query.catalogs import URIS_PARAMETER, Catalogs
 from lakeward.query.engines import load_engine
 from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
@@ -343,12 +344,16 @@ class QueryService(MetadataOperations):
                     f"timed out after {run.group.timeout_seconds:g} s (the workgroup's limit)",
                 )
             else:
-                self._finish(execution, QueryState.FAILED, exc.message)
+                self._finish(
+                    execution, QueryState.FAILED, athena_reason(exc.message, execution.query)
+                )
             return
         except Exception as exc:  # an engine's own error: the query fails, the service goes on
             log.exception("query %s failed", execution.id)
             reason = (
-                "stopped by the user" if run.cancelled.is_set() else f"{type(exc).__name__}: {exc}"
+                "stopped by the user"
+                if run.cancelled.is_set()
+                else athena_reason(f"{type(exc).__name__}: {exc}", execution.query)
             )
             state = QueryState.CANCELLED if run.cancelled.is_set() else QueryState.FAILED
             if run.timed_out.is_set():

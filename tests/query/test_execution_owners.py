@@ -121,3 +121,17 @@ def test_a_policy_lets_a_reviewer_read_others(service: QueryService) -> None:
     # (which names no owner) stays the watcher's own.
     assert reads(service, "alice_watcher", mine) and not reads(service, "alice_watcher", theirs)
     assert mine not in listed(service, "alice_watcher")
+
+
+def test_a_failed_query_says_what_athena_says(service: QueryService) -> None:
+    token = current_principal.set("alice")
+    try:
+        execution_id = service.start_query_execution("SELECT x FROM (SELECT 1 AS a)")
+        while not (execution := service.get_query_execution(execution_id)).state.done:
+            time.sleep(0.02)
+    finally:
+        current_principal.reset(token)
+    assert execution.state == QueryState.FAILED
+    assert execution.state_change_reason == (
+        "COLUMN_NOT_FOUND: line 1:8: Column 'x' cannot be resolved"
+    )

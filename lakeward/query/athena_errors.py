@@ -1,0 +1,113 @@
+"""Engine errors in Athena's words: an error category, the line and column, the message.
+
+A query that fails in DuckDB or Spark would otherwise tell the user about the
+engine ("Binder Error: Referenced column "x" not found in FROM clause!
+Candidate bindings: ..."); Athena says ``COLUMN_NOT_FOUND: line 1:8: Column 'x'
+cannot be resolved``. The service turns a failed query's reason into that
+shape here, once, so the API, the CLI and the console say the same.
+
+The engine runs a translation of the user's SQL, so its positions are not the
+user's: the position given is where the name at fault first appears in the
+user's own text (1-based line and column, as Athena counts), or none when it
+cannot be found. Messages that are lakeward's own (access, limits, timeouts)
+pass unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+# DuckDB's exceptions start with their kind; Spark's analysis errors with [CLASS].
+_DUCKDB = re.compile(r"^(Binder|Catalog|Conversion|Parser|Invalid Input|Out of Range) Error: ")
+_SPARK = re.compile(r"^(?:AnalysisException: )?\[([A-Z_]+)(?:\.[A-Z_]+)?\] ")
+_INT_NAMES = {"INT8": "TINYINT", "INT16": "SMALLINT", "INT32": "INT", "INT64": "BIGINT"}
+
+
+def position(query: str, pattern: str) -> str:
+    """``line L:C: `` where ``pattern`` first matches in the query, or nothing."""
+    found = re.search(pattern, query, flags=re.IGNORECASE)
+    if found is None:
+        return ""
+    before = query[: found.start()]
+    line = before.count("\n") + 1
+    column = found.start() - (before.rfind("\n") + 1) + 1
+    return f"line {line}:{column}: "
+
+
+def _name(name: str) -> str:
+    """A pattern for an identifier, quoted or not, as a whole word."""
+    parts = [rf'"?{re.escape(p)}"?' for p in name.split(".")]
+    return r"(?<![\w\"'])" + r"\s*\.\s*".join(parts) + r"(?![\w\"'])"
+
+
+def _column(query: str, g: dict[str, str]) -> str:
+    name = g["name"]
+    return f"COLUMN_NOT_FOUND: {position(query, _name(name))}Column '{name}' cannot be resolved"
+
+
+def _function(query: str, g: dict[str, str]) -> str:
+    name = g["name"]
+    where = position(query, _name(name) + r"\s*\(")
+    return f"FUNCTION_NOT_FOUND: {where}Function '{name}' not registered"
+
+
+def _not_aggregate(query: str, g: dict[str, str]) -> str:
+    name = g["name"]
+    return (
+        f"EXPRESSION_NOT_AGGREGATE: {position(query, _name(name))}'{name}' must be an "
+        "aggregate expression or appear in GROUP BY clause"
+    )
+
+
+def _arguments(query: str, g: dict[str, str]) -> str:
+    name, types = g["name"], g["types"].lower()
+    if not re.match(r"\w", name):  # an operator: +, -, ||, ...
+        left, _, right = types.partition(", ")
+        where = position(query, rf"(?<=\s){re.escape(name)}(?=\s)") if right else ""
+        return f"TYPE_MISMATCH: {where}Cannot apply operator: {left} {name} {right}".rstrip()
+    where = position(query, _name(name) + r"\s*\(")
+    return f"TYPE_MISMATCH: {where}Unexpected parameters ({types}) for function {name}"
+
+
+def _cast(query: str, g: dict[str, str]) -> str:
+    target = _INT_NAMES.get(g["type"], g["type"])
+    return f"INVALID_CAST_ARGUMENT: Cannot cast '{g['value']}' to {target}"
+
+
+def _table(query: str, g: dict[str, str]) -> str:
+    name = g["name"]
+    return f"TABLE_NOT_FOUND: {position(query, _name(name))}Table '{name}' does not exist"
+
+
+_DUCKDB_RULES: list[tuple[re.Pattern[str], Callable[[str, dict[str, str]], str]]] = [
+    (re.compile(r'Referenced column "(?P<name>[^"]+)" not found'), _column),
+    (re.compile(r'Table "(?P<t>[^"]+)" does not have a column named "(?P<c>[^"]+)"'),
+     lambda q, g: _column(q, {"name": f"{g['t']}.{g['c']}"})),
+    (re.compile(r"Function with name (?P<name>\S+) does not exist"), _function),
+    (re.compile(r'column "(?P<name>[^"]+)" must appear in the GROUP BY clause'), _not_aggregate),
+    (re.compile(r"argument types '(?P<name>[^(']+)\((?P<types>[^)]*)\)'"), _arguments),
+    (re.compile(r"Could not convert string '(?P<value>.*)' to (?P<type>\w+)"), _cast),
+    (re.compile(r"Table with name (?P<name>\S+) does not exist"), _table),
+]  # fmt: skip
+_SPARK_RULES: list[tuple[re.Pattern[str], Callable[[str, dict[str, str]], str]]] = [
+    (re.compile(r"with name `(?P<name>[^`]+)` cannot be resolved"), _column),
+    (re.compile(r"routine `(?P<name>[^`]+)` cannot be found"), _function),
+    (re.compile(r"table or view `?(?P<name>[^`\s]+)`? cannot be found"), _table),
+]
+
+
+def athena_reason(message: str, query: str) -> str:
+    """A failed query's reason as Athena words it (unchanged if it is not an engine's)."""
+    duckdb = _DUCKDB.match(message)
+    engine = duckdb or _SPARK.match(message)
+    if engine is None:
+        return message
+    rules = _DUCKDB_RULES if duckdb else _SPARK_RULES
+    for pattern, worded in rules:
+        match = pattern.search(message)
+        if match is not None:
+            return worded(query, match.groupdict())
+    # Not one Athena has a category for: the engine's first line, without its internals.
+    first = message[engine.end() :].split("\n", 1)[0]
+    return f"GENERIC_USER_ERROR: {first.rstrip('!').strip()}"
