@@ -7,7 +7,9 @@ a query in the editor, paged through, and its CSV downloaded.
 
 from __future__ import annotations
 
+import json
 import re
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from playwright.sync_api import expect
 from lakeward.config import Settings
 from tests.console.conftest import Offline
 from tests.console.console_helpers import password_of, screenshot, server_url, sign_in
+from tests.helpers import lakeward
 
 pytestmark = pytest.mark.spark
 
@@ -159,6 +162,9 @@ def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Pa
     page.click("#run")
     page.wait_for_selector(".status.ok", timeout=60_000)
     expect(page.locator("#page-info")).to_have_text("rows 1–50")
+    # The history shows the run at once, without reloading the page.
+    expect(page.locator(".history li").first).to_contain_text("SELECT country", timeout=10_000)
+    assert page.locator(".history li .meta").first.inner_text().startswith("SUCCEEDED")
     headers = page.locator("#result-table thead th").all_inner_texts()
     assert headers == ["country", "date", "confirmed", "deaths"]
     first = page.locator("#result-table tbody tr").first.locator("td").all_inner_texts()
@@ -186,6 +192,39 @@ def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Pa
     page.click(".saved a:text('Italy, first 120 days')")
     assert 'ORDER BY "date" LIMIT 120' in page.locator("#sql").input_value()
     assert page.locator(".history li").first.inner_text().startswith("SELECT country")
+
+
+def test_sql_errors_in_athenas_words(de_page: Any, stack: Settings) -> None:
+    page, base = de_page, server_url(stack)
+    page.goto(base + "/console/query")
+    page.fill("#sql", "SELECT no_such_column FROM covid_cases")
+    page.click("#run")
+    page.wait_for_selector(".status.failed", timeout=60_000)
+    worded = "COLUMN_NOT_FOUND: line 1:8: Column 'no_such_column' cannot be resolved"
+    assert page.locator("#status").inner_text() == f"FAILED: {worded}"
+    expect(page.locator(".history li").first).to_contain_text("no_such_column")
+    assert page.locator(".history li .meta").first.inner_text().startswith("FAILED")
+    # The API says the same, to a boto3 client of the same user.
+    import boto3
+
+    creds = json.loads(
+        lakeward("secrets", "get", "DataEngineerUserCreds", data_dir=stack.data_dir).stdout
+    )
+    athena = boto3.client(
+        "athena", endpoint_url=base, region_name="us-east-1",
+        aws_access_key_id=creds["access_key_id"],
+        aws_secret_access_key=creds["secret_access_key"],
+    )  # fmt: skip
+    execution_id = athena.start_query_execution(
+        QueryString="SELECT no_such_column FROM covid_cases",
+        QueryExecutionContext={"Database": "default"},
+    )["QueryExecutionId"]
+    while True:
+        status = athena.get_query_execution(QueryExecutionId=execution_id)["QueryExecution"]
+        if status["Status"]["State"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            break
+        time.sleep(0.05)
+    assert status["Status"]["StateChangeReason"] == worded
 
 
 def test_a_running_query_is_cancelled(de_page: Any, stack: Settings) -> None:

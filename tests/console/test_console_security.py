@@ -7,20 +7,35 @@ the catalog's tables and the COVID dashboard and dataset, by URL too.
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
 from contextlib import closing
 from typing import Any
 
 import httpx
 import pytest
+from botocore.exceptions import ClientError
 
 from lakeward.config import Settings
 from tests.console.conftest import Offline
 from tests.console.console_helpers import password_of, server_url, sign_in
+from tests.helpers import lakeward
 
 pytestmark = pytest.mark.spark
 
 MARKUP = "<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2>"
+
+
+def boto3_athena(stack: Settings, secret: str) -> Any:
+    import boto3
+
+    creds = json.loads(lakeward("secrets", "get", secret, data_dir=stack.data_dir).stdout)
+    return boto3.client(
+        "athena", endpoint_url=server_url(stack), region_name="us-east-1",
+        aws_access_key_id=creds["access_key_id"],
+        aws_secret_access_key=creds["secret_access_key"],
+    )  # fmt: skip
 
 
 def de_client(stack: Settings) -> tuple[httpx.Client, str]:
@@ -72,9 +87,33 @@ def test_every_page_loads_offline_for_the_data_engineer(
 
 def test_the_salesperson_is_refused(page: Any, stack: Settings) -> None:
     base = server_url(stack)
+    # The data engineer runs a query whose text the salesperson must not read.
+    marker = f"marker_{uuid.uuid4().hex[:8]}"
+    client, csrf = de_client(stack)
+    with closing(client):
+        started = client.post(
+            "/console/api/query", json={"sql": f"SELECT 1 AS {marker}"},
+            headers={"X-CSRF-Token": csrf},
+        )  # fmt: skip
+        assert started.status_code == 200, started.text
+        de_execution = started.json()["id"]
+        assert marker in client.get("/console/query").text  # in the engineer's own history
     sign_in(page, base, "sales_user", password_of(stack, "SalesUserCreds"))
+    # The salesperson lands on a home page of what they may use: no query editor (they may
+    # use no catalog), no datasets, no administration.
+    assert page.locator("h1").inner_text() == "Welcome, sales_user"
+    assert page.locator(".home-pages .card strong").all_inner_texts() == ["Data catalogs"]
     nav = page.locator("header nav a").all_inner_texts()
-    assert "Datasets" not in nav and "Administration" not in nav
+    assert nav == ["Data catalogs"]
+    # Their history holds none of the engineer's SQL, in the console or through the API.
+    page.goto(base + "/console/query")
+    assert page.locator(".history li").all_inner_texts() == ["No queries yet."]
+    assert marker not in page.content()
+    sales = boto3_athena(stack, "SalesUserCreds")
+    assert de_execution not in sales.list_query_executions(WorkGroup="primary")["QueryExecutionIds"]
+    with pytest.raises(ClientError) as refused:
+        sales.get_query_execution(QueryExecutionId=de_execution)
+    assert "lakeward:ReadOthersQueryExecutions" in str(refused.value)
     page.goto(base + "/console/catalogs/demo_hive_metastore")
     assert page.locator("td.empty").inner_text() == "No database you may use in this catalog."
     page.goto(base + "/console/catalogs/demo_hive_metastore/default")
