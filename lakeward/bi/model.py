@@ -272,12 +272,20 @@ def parse_filters(items: Sequence[Filter | dict[str, Any]]) -> list[Filter]:
     return out
 
 
+ID_RULE = "use 1 to 128 letters, digits, - or _, starting with a letter or digit"
+NAME_RULE = "use letters, digits and _, starting with a letter or _"
+PLAIN_PATTERNS = {
+    "table": "pick a table (database.table; each part: letters, digits and _)",
+    "database": f"pick a database ({NAME_RULE})",
+    "data_source_id": f"pick a data source ({ID_RULE})",
+    "dataset_id": f"pick a dataset ({ID_RULE})",
+    "id": ID_RULE,
+}
+
+
 def check_id(what: str, value: str) -> None:
     if not re.fullmatch(ID_PATTERN, value or ""):
-        raise InvalidRequest(
-            f"{what} {value!r}: use 1 to 128 letters, digits, - or _, "
-            "starting with a letter or digit"
-        )
+        raise InvalidRequest(f"{what} {value!r}: {ID_RULE}")
 
 
 def now() -> datetime:
@@ -293,6 +301,11 @@ def parse(model: type[M], data: object, what: str) -> M:
         for error in exc.errors(include_url=False):
             path = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-"))
             message = error["msg"].removeprefix("Value error, ")
+            if error["type"] == "string_pattern_mismatch":
+                # Say what the field takes, not the regular expression that checks it.
+                message = PLAIN_PATTERNS.get(
+                    str(error["loc"][-1]), "has characters not allowed here"
+                )
             problems.append(f"{path}: {message}" if path else message)
         raise InvalidRequest(f"invalid {what}: " + "; ".join(problems)) from None
 

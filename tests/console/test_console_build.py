@@ -151,6 +151,42 @@ def test_a_dataset_and_a_visual_built_from_scratch(
         other.close()
 
 
+def test_a_dataset_made_with_the_pickers(de_page: Any, stack: Settings) -> None:
+    page, base = de_page, server_url(stack)
+    warnings: list[str] = []
+    page.on("console", lambda message: warnings.append(message.text))
+    suffix = uuid.uuid4().hex[:6]
+    page.goto(base + "/console/datasets/new")
+    # The id is made from the name as it is typed.
+    page.fill("#dataset-name", f"Deaths by country {suffix}")
+    assert page.locator("#dataset-id").input_value() == f"deaths-by-country-{suffix}"
+    # Catalog (through the data source) -> database -> table, from what de_user may use.
+    page.select_option("#data-source", "demo_hive_metastore")
+    expect(page.locator("#database-picker option:checked")).to_have_text("default")
+    expect(page.locator("#table-picker option", has_text="covid_deaths")).to_have_count(1)
+    page.select_option("#table-picker", "default.covid_deaths")
+    assert page.locator("input[name=source_kind][value=table]").is_checked()
+    # Every pattern the forms carry is one the browser can use (Chromium warns otherwise).
+    page.fill("#dataset-id", "not valid!")
+    assert page.evaluate("document.getElementById('dataset-id').checkValidity()") is False
+    assert "letters, digits" in page.evaluate(
+        "document.getElementById('dataset-id').validationMessage"
+    )
+    page.fill("#dataset-id", "")  # left empty, the server makes it from the name
+    page.click("button[value=create]")
+    assert page.locator(".flash.done").inner_text() == f"dataset deaths-by-country-{suffix} created"
+    assert page.locator("h1").inner_text() == f"Deaths by country {suffix}"
+    for path in ("/console/datasets", f"/console/analyses/new/deaths-by-country-{suffix}"):
+        page.goto(base + path)
+        invalid = page.evaluate(
+            "[...document.querySelectorAll('input[pattern]')].filter(i => {"
+            " try { new RegExp('^(?:' + i.pattern + ')$', 'v'); return false; }"
+            " catch (e) { return true; } }).map(i => i.name)"
+        )
+        assert invalid == [], (path, invalid)
+    assert not [w for w in warnings if "pattern" in w.lower()], warnings
+
+
 def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Path) -> None:
     page, base = de_page, server_url(stack)
     page.goto(base + "/console/query")
@@ -192,6 +228,28 @@ def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Pa
     page.click(".saved a:text('Italy, first 120 days')")
     assert 'ORDER BY "date" LIMIT 120' in page.locator("#sql").input_value()
     assert page.locator(".history li").first.inner_text().startswith("SELECT country")
+
+
+def test_schema_browser_and_completion(de_page: Any, stack: Settings) -> None:
+    page, base = de_page, server_url(stack)
+    page.goto(base + "/console/query")
+    # The tables de_user may query, each with its columns.
+    table = page.locator(
+        "#schema .schema-table", has=page.locator("summary a:text-is('covid_cases')")
+    )
+    expect(table).to_have_count(1, timeout=30_000)
+    table.locator("summary").click()
+    assert "country" in table.locator("li a").all_inner_texts()
+    # Completion: table names, then column names, as they are typed.
+    page.fill("#sql", "")
+    page.locator("#sql").press_sequentially("SELECT coun")
+    expect(page.locator("#completions li").first).to_have_text("country")
+    page.keyboard.press("Tab")
+    page.locator("#sql").press_sequentially(" FROM covid_ca")
+    expect(page.locator("#completions li").first).to_have_text("covid_cases")
+    page.keyboard.press("Enter")
+    assert page.locator("#sql").input_value() == "SELECT country FROM covid_cases"
+    assert page.locator("#completions").is_hidden()
 
 
 def test_sql_errors_in_athenas_words(de_page: Any, stack: Settings) -> None:

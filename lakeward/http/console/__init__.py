@@ -80,6 +80,7 @@ def install_console(
     app.include_router(bi.bi_router(console))
     app.include_router(authoring.authoring_router(console))
     app.include_router(catalogs.catalogs_router(console, service))
+    app.include_router(catalogs.schema_router(console, service))
     app.include_router(query.query_router(console, service))
     app.include_router(erasure.erasure_router(console))
     app.include_router(admin.admin_router(console))

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from lakeward.access.arns import quicksight_arn
+from lakeward.access.arns import catalog_arn, quicksight_arn
 from lakeward.access.sessions import Session
 from lakeward.bi.model import AnalysisSpec, Filter, Kind
 from lakeward.bi.permissions import NOUNS
@@ -24,6 +24,7 @@ from lakeward.http.console.forms import (
     SORTS,
     VISUAL_TYPES,
     dataset_spec_from,
+    id_from_name,
     visual_from,
     visual_values,
 )
@@ -43,6 +44,7 @@ DATASETS = NavItem(
     quicksight_arn("dataset", "*"),
 )
 
+USE_CATALOG = "lakeward:UseCatalog"
 # The console's path of each kind of BI object that can be shared.
 SHAREABLE: dict[str, Kind] = {
     "analyses": "analysis",
@@ -160,7 +162,7 @@ def bi_router(console: Console) -> APIRouter:
                 "dataset_id": dataset_id,
                 "sheets": [{"id": "sheet1", "title": "Sheet 1", "visuals": [visual]}],
             }
-            analysis_id = values.get("id", "").strip()
+            analysis_id = values.get("id", "").strip() or id_from_name(values.get("name", ""))
             bi.create_analysis(session.user, analysis_id, spec)
         except (LakewardError, ValueError) as exc:
             return console.render(
@@ -227,6 +229,9 @@ def bi_router(console: Console) -> APIRouter:
     def datasets(request: Request, session: Signed, bi: Bi) -> HTMLResponse:
         found = bi.list_datasets(session.user)
         extracts = {d.id: bi.get_extract(session.user, d.id) for d in found}
+        # Building is offered over the catalogs the user may use only.
+        names = [c.name for c in bi.queries.list_data_catalogs()]
+        usable = [n for n in names if console.may(session.user, USE_CATALOG, catalog_arn(n))]
         return console.render(
             request,
             "datasets.html",
@@ -236,7 +241,8 @@ def bi_router(console: Console) -> APIRouter:
             datasets=found,
             extracts=extracts,
             sources=bi.list_data_sources(session.user),
-            catalogs=[c.name for c in bi.queries.list_data_catalogs()],
+            catalogs=usable,
+            can_build=bool(usable),
             may_of=lambda kind, item: bi.may(session.user, kind, item.id, item.owner)(
                 f"{'Delete' if kind == 'dataset' else 'Update'}{NOUNS[kind]}"
             ),
@@ -248,7 +254,7 @@ def bi_router(console: Console) -> APIRouter:
         try:
             source = bi.create_data_source(
                 session.user,
-                str(form.get("id") or "").strip(),
+                str(form.get("id") or "").strip() or id_from_name(str(form.get("name") or "")),
                 str(form.get("name") or "").strip(),
                 str(form.get("catalog") or "").strip(),
             )
@@ -290,7 +296,7 @@ def bi_router(console: Console) -> APIRouter:
         form = await request.form()
         values = {k: str(v) for k, v in form.items() if not k.startswith("op_")}
         spec, ops = dataset_spec_from(form)
-        dataset_id = values.get("id", "").strip()
+        dataset_id = values.get("id", "").strip() or id_from_name(values.get("name", ""))
         try:
             if form.get("action") == "preview":
                 preview = bi.preview_dataset(session.user, spec, limit=20)

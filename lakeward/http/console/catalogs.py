@@ -80,3 +80,42 @@ def catalogs_router(console: Console, service: QueryService) -> APIRouter:
         )
 
     return router
+
+
+def schema_router(console: Console, service: QueryService) -> APIRouter:
+    """JSON for the pickers and the editor's schema browser: what the user may see only.
+
+    The SQL service answers (a catalog one may not use lists nothing), so the
+    browser is never told of a database or table its user could not query.
+    """
+    router = APIRouter(prefix=f"{PREFIX}/api/catalogs", include_in_schema=False)
+    Signed = Annotated[Session, Depends(signed_in(console))]
+
+    @router.get("")
+    def catalog_names(session: Signed) -> dict[str, list[str]]:
+        names = [c.name for c in service.list_data_catalogs()]
+        usable = [
+            n for n in names if console.may(session.user, "lakeward:UseCatalog", catalog_arn(n))
+        ]
+        return {"catalogs": usable}
+
+    @router.get("/{catalog}/databases")
+    def database_names(catalog: str, session: Signed) -> dict[str, list[str]]:
+        return {"databases": sorted(service.list_databases(catalog))}
+
+    @router.get("/{catalog}/databases/{database}/tables")
+    def table_columns(catalog: str, database: str, session: Signed) -> dict[str, object]:
+        found = service.list_table_metadata(catalog, database)
+        return {
+            "tables": [
+                {
+                    "name": t.name,
+                    "columns": [
+                        {"name": c.name, "type": c.type} for c in [*t.columns, *t.partition_keys]
+                    ],
+                }
+                for t in sorted(found, key=lambda t: t.name)
+            ]
+        }
+
+    return router

@@ -7,6 +7,8 @@ message stays in one place, ``lakeward.bi.model``.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,6 +83,13 @@ def _field_op(row: Mapping[str, str]) -> dict[str, Any]:
     return {"op": kind, "name": a, "expression": b}
 
 
+def id_from_name(name: str) -> str:
+    """An id for a new object from its name, as the form's script makes it ("COVID-19 by
+    country" -> "covid-19-by-country"); what cannot be made one is left to the id's check."""
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower()
+    return re.sub(r"[^a-z0-9_]+", "-", plain).strip("-_")[:128].rstrip("-")
+
+
 def dataset_spec_from(form: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """The DatasetSpec JSON of a dataset form, and its operation rows (to show again)."""
     ops = field_ops_from(form)
@@ -97,7 +106,10 @@ def dataset_spec_from(form: Mapping[str, Any]) -> tuple[dict[str, Any], list[dic
         # A number or not, the model's check names the field and its range.
         spec["refresh_interval_minutes"] = int(interval) if interval.isdigit() else interval
     if _text(form, "source_kind") == "table":
-        spec["table"] = _text(form, "table")
+        table = _text(form, "table")
+        # A bare table name is in the database chosen beside it.
+        database = _text(form, "database") or "default"
+        spec["table"] = table if "." in table or not table else f"{database}.{table}"
     else:
         spec["sql"] = _text(form, "sql")
     return spec, ops

@@ -21,7 +21,7 @@ from lakeward.access.arns import s3_arn, workgroup_arn
 from lakeward.access.sessions import Session
 from lakeward.errors import InvalidRequest
 from lakeward.http.console.base import PREFIX, Console, NavItem, redirect, signed_in
-from lakeward.query.metadata import DEFAULT_WORKGROUP, MAX_QUERY_LENGTH
+from lakeward.query.metadata import DEFAULT_CATALOG, DEFAULT_WORKGROUP, MAX_QUERY_LENGTH
 from lakeward.query.model import QueryExecution, StatementType
 from lakeward.query.service import QueryService
 
@@ -86,6 +86,7 @@ def query_router(console: Console, service: QueryService) -> APIRouter:
             history=history(),
             saved=sorted(named, key=lambda n: n.name.lower()),
             page_size=PAGE_SIZE,
+            catalog=DEFAULT_CATALOG,
         )
 
     @router.post("/query/saved")
