@@ -55,6 +55,7 @@ from lakeward.bi.model import (
 from lakeward.bi.permissions import NOUNS, Caller, Gate
 from lakeward.bi.sources import DataSources
 from lakeward.bi.store import BiStore
+from lakeward.bi.values import DistinctValues
 from lakeward.bi.visuals import compute_series
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, LakewardError
@@ -80,7 +81,7 @@ class Preview:
         return dict(self.__dict__)
 
 
-class BiService(DataSources, AnalysesAndDashboards):
+class BiService(DataSources, AnalysesAndDashboards, DistinctValues):
     """The BI core; the HTTP API, the console and ``lakeward up`` call it."""
 
     def __init__(

@@ -7,7 +7,7 @@ Paths and bodies are listed in docs/bi.md.
 """
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
@@ -15,7 +15,7 @@ from lakeward.access.sessions import Session, Sessions
 from lakeward.bi.dashboards import Mode
 from lakeward.bi.model import Kind
 from lakeward.bi.service import BiService
-from lakeward.errors import InvalidRequest
+from lakeward.errors import InvalidRequest, ResourceNotFound
 from lakeward.http.body import DEFAULT_MAX_BODY_BYTES, read_body
 from lakeward.http.sessions import session_dependency
 
@@ -256,6 +256,16 @@ def bi_router(service: BiService, sessions: Sessions) -> APIRouter:
         return service.dashboard_series(
             who, dashboard_id, visual_id, _filters(filters), _mode(mode)
         ).to_json()
+
+    @router.get("/{kind}/{object_id}/fields/{field}/values")
+    def field_values(
+        who: User, kind: str, object_id: str, field: str, search: str = "", limit: int = 200
+    ) -> dict[str, Any]:
+        """A field's distinct values (``search``: those holding it), for a category filter."""
+        if kind not in ("analyses", "dashboards"):
+            raise ResourceNotFound(f"no field values for {kind}: analyses or dashboards")
+        which: Literal["analysis", "dashboard"] = "analysis" if kind == "analyses" else "dashboard"
+        return service.field_values(who, which, object_id, field, search, limit).to_json()
 
     # -- sharing ------------------------------------------------------------
 

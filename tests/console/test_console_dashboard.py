@@ -116,3 +116,31 @@ def test_live_queries_draw_the_same_figures(de_page: Any, stack: Settings) -> No
     assert world["source"] == mortality["source"] == "live"
     countries = {t["name"]: t for t in world["traces"]}
     assert countries["US"]["size"] == [US_CONFIRMED_2020_09_10]
+
+
+def test_the_category_filter_offers_the_datas_values(de_page: Any, stack: Settings) -> None:
+    page = de_page
+    page.goto(server_url(stack) + DASHBOARD)
+    wait_for_charts(page)
+    category = page.locator("fieldset.filter[data-type=category]")
+    select = category.locator("select")
+    # The list holds every country of the data, the six saved ones still selected.
+    page.wait_for_function(
+        "document.querySelector('fieldset.filter[data-type=category] select').options.length > 150"
+    )
+    saved = {"US", "Italy", "India", "Brazil", "Spain", "United Kingdom"}
+    assert set(select.evaluate("s => [...s.selectedOptions].map(o => o.value)")) == saved
+    # Search narrows the list; France and Germany are added to the mortality chart.
+    category.locator("input.value-search").fill("an")
+    shown = select.evaluate("s => [...s.options].filter(o => !o.hidden).map(o => o.value)")
+    assert "France" in shown and "Germany" in shown and "Italy" not in shown
+    select.select_option([*sorted(saved), "France", "Germany"])
+    page.evaluate("document.body.dataset.charts = 'loading'")
+    page.click("#apply-filters")
+    _world, mortality = by_kind(wait_for_charts(page))
+    assert {t["name"] for t in mortality["traces"]} == saved | {"France", "Germany"}
+    # Select all selects what the search shows; clear empties the selection.
+    category.locator("input.value-search").fill("germ")
+    category.locator("button.select-none").click()
+    category.locator("button.select-all").click()
+    assert select.evaluate("s => [...s.selectedOptions].map(o => o.value)") == ["Germany"]
