@@ -116,6 +116,21 @@ def test_the_salesperson_sees_nothing(api: Callable[..., httpx.Client]) -> None:
     assert sales.post("/datasets/preview", json=spec).status_code == 403
 
 
+def test_a_fields_distinct_values(api: Callable[..., httpx.Client]) -> None:
+    de = api("de_user")
+    path = "/dashboards/covid-19-cases/fields/country/values"
+    found = de.get(path, params={"limit": 1000}).json()
+    assert found["field"] == "country" and not found["truncated"]
+    values = found["values"]
+    assert values == sorted(values, key=str.casefold) and len(values) == len(set(values)) > 150
+    assert {"France", "Germany", "US", "Italy"} <= set(values)
+    assert de.get(path, params={"search": "germ"}).json()["values"] == ["Germany"]
+    assert de.get(path, params={"limit": 3}).json()["truncated"] is True
+    missing = de.get("/dashboards/covid-19-cases/fields/nope/values")
+    assert missing.status_code == 400 and "no field 'nope'" in missing.json()["error"]["message"]
+    assert api("sales_user").get(path).status_code == 403
+
+
 def test_state_changes_need_the_csrf_token(api: Callable[..., httpx.Client]) -> None:
     spec = {"name": "rows", "data_source_id": "demo_hive_metastore",
             "sql": "SELECT country, confirmed FROM covid_cases LIMIT 3"}  # fmt: skip

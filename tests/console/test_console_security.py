@@ -114,6 +114,12 @@ def test_the_salesperson_is_refused(page: Any, stack: Settings) -> None:
     with pytest.raises(ClientError) as refused:
         sales.get_query_execution(QueryExecutionId=de_execution)
     assert "lakeward:ReadOthersQueryExecutions" in str(refused.value)
+    # The datasets page (reached through shares) offers no building on a catalog they
+    # may not use.
+    page.goto(base + "/console/datasets")
+    assert page.locator("#no-catalog").count() == 1
+    assert page.locator("a:text('New dataset')").count() == 0
+    assert page.locator("form[action$='/data-sources']").count() == 0
     page.goto(base + "/console/catalogs/demo_hive_metastore")
     assert page.locator("td.empty").inner_text() == "No database you may use in this catalog."
     page.goto(base + "/console/catalogs/demo_hive_metastore/default")
