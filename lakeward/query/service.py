@@ -25,7 +25,6 @@ from lakeward.access import AllowAll, Authorizer, current_principal
 from lakeward.access.arns import catalog_arn, s3_arn, workgroup_arn
 from lakeward.config import Settings
 from lakeward.errors import (
-    AccessDenied,
     InvalidRequest,
     LakewardError,
     QueryFailed,
@@ -55,6 +54,7 @@ from lakeward.query.model import (
     TableRef,
     WorkGroup,
 )
+from lakeward.query.owners import check_reader, listed_owner, may_read
 from lakeward.query.presence import Presence
 from lakeward.query.sql import Statement, parse_statement, to_engine_sql
 from lakeward.query.store import Store
@@ -69,10 +69,6 @@ MAX_QUEUED = 1000
 RECENT = 1024  # finished executions kept in memory for their last polls and pages
 INTERRUPT_AGAIN = 1.0
 """Seconds between interrupts of an execution asked to stop that has not yet ended."""
-# Reading an execution another principal started (its SQL text, state and result) needs
-# this too, on the workgroup; OWNER_KEY, the starter's name, lets a policy narrow it.
-OTHERS_ACTION = "lakeward:ReadOthersQueryExecutions"
-OWNER_KEY = "lakeward:QueryExecutionOwner"
 
 
 def _now() -> datetime:
@@ -344,16 +340,12 @@ class QueryService(MetadataOperations):
                     f"timed out after {run.group.timeout_seconds:g} s (the workgroup's limit)",
                 )
             else:
-                self._finish(
-                    execution, QueryState.FAILED, athena_reason(exc.message, execution.query)
-                )
+                self._finish(execution, QueryState.FAILED, exc.message)
             return
         except Exception as exc:  # an engine's own error: the query fails, the service goes on
             log.exception("query %s failed", execution.id)
             reason = (
-                "stopped by the user"
-                if run.cancelled.is_set()
-                else athena_reason(f"{type(exc).__name__}: {exc}", execution.query)
+                "stopped by the user" if run.cancelled.is_set() else f"{type(exc).__name__}: {exc}"
             )
             state = QueryState.CANCELLED if run.cancelled.is_set() else QueryState.FAILED
             if run.timed_out.is_set():
@@ -367,6 +359,8 @@ class QueryService(MetadataOperations):
         self._finish(execution, QueryState.SUCCEEDED, None)
 
     def _finish(self, execution: QueryExecution, state: QueryState, reason: str | None) -> None:
+        if state == QueryState.FAILED and reason:
+            reason = athena_reason(reason, execution.query)  # an engine's error, as Athena says
         execution.state_change_reason = reason
         execution.completed = _now()
         stats = execution.statistics
@@ -438,13 +432,7 @@ class QueryService(MetadataOperations):
         return None if place is None else s3_arn(*place)
 
     def _check_execution(self, execution: QueryExecution, action: str) -> None:
-        resource = workgroup_arn(execution.workgroup)
-        self.access.authorize(f"athena:{action}", resource)
-        if execution.started_by != current_principal.get():
-            # Another principal's SQL text and result: their own permission (docs/access.md).
-            self.access.authorize(
-                OTHERS_ACTION, resource, context={OWNER_KEY: execution.started_by or ""}
-            )
+        check_reader(self.access, execution, action)
 
     def _bucket_and_prefix(self, output_uri: str) -> tuple[str, str]:
         relative = output_uri.removeprefix(self.settings.lake_root + "/")
@@ -520,17 +508,9 @@ class QueryService(MetadataOperations):
     def list_query_executions(
         self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
     ) -> tuple[list[str], str | None]:
-        resource = workgroup_arn(workgroup or DEFAULT_WORKGROUP)
-        self.access.authorize("athena:ListQueryExecutions", resource)
-        # Others' executions are listed only with a permission that names no one owner.
-        others = self.access.allowed(OTHERS_ACTION, resource)
+        started_by = listed_owner(self.access, workgroup or DEFAULT_WORKGROUP)
         offset = offset_of(next_token)
-        ids = self.store.execution_ids(
-            workgroup,
-            offset,
-            max_results + 1,
-            started_by=None if others else current_principal.get(),
-        )
+        ids = self.store.execution_ids(workgroup, offset, max_results + 1, started_by=started_by)
         more = len(ids) > max_results
         return ids[:max_results], next_token_at(offset + max_results) if more else None
 
@@ -542,13 +522,10 @@ class QueryService(MetadataOperations):
             execution = self.store.execution(execution_id)
             if execution is None:
                 missing.append((execution_id, "QueryExecution was not found"))
+            elif not may_read(self.access, execution, "BatchGetQueryExecution"):
+                missing.append((execution_id, "not authorized to read this QueryExecution"))
             else:
-                try:
-                    self._check_execution(execution, "BatchGetQueryExecution")
-                except AccessDenied:
-                    missing.append((execution_id, "not authorized to read this QueryExecution"))
-                else:
-                    found.append(execution)
+                found.append(execution)
         return found, missing
 
 

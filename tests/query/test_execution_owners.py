@@ -18,7 +18,8 @@ from lakeward.access.control import AccessControl
 from lakeward.config import load_settings
 from lakeward.errors import AccessDenied
 from lakeward.query.model import QueryState
-from lakeward.query.service import OTHERS_ACTION, OWNER_KEY, QueryService
+from lakeward.query.owners import OTHERS_ACTION, OWNER_KEY
+from lakeward.query.service import QueryService
 
 
 def allow(*statements: tuple[list[str], list[str]]) -> dict[str, object]:
