@@ -136,7 +136,7 @@ case "$task" in
   screenshots)
     install
     LAKEWARD_SCREENSHOTS=docs/images exec "$VENV/bin/python" -m pytest tests/console -q \
-      -k "map_and_mortality or query_editor" "$@"
+      -k "map_and_mortality or query_editor or pickers or schema_browser or category_filter or data_protection or unknown_pages" "$@"
     ;;
   *)
     sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'

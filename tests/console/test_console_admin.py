@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from lakeward.erasure.requests import APPROVED, AWAITING_APPROVAL
 from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.http.app import create_app
 from lakeward.process import free_port
-from tests.console.console_helpers import sign_in
+from tests.console.console_helpers import screenshot, sign_in
 from tests.erasure.workflow_helpers import busiest_users, make_lake, smtp_server, workflow_settings
 
 DPO = "dpo_user"
@@ -121,7 +122,7 @@ def approve(page: Any, request_id: str, user: str, approver: str) -> None:
 
 
 def test_the_data_protection_group_decides_erasure_requests(
-    page: Any, small_stack: tuple[Settings, str, dict[str, str]]
+    page: Any, small_stack: tuple[Settings, str, dict[str, str]], tmp_path: Path
 ) -> None:
     settings, base, passwords = small_stack
     (first, first_user), (second, second_user) = awaiting_requests(settings, 2)
@@ -151,6 +152,7 @@ def test_the_data_protection_group_decides_erasure_requests(
     page.click("button:text('Sign out')")
     sign_in(page, base, ADMIN, passwords[ADMIN])
     assert DATA_PROTECTION_GROUP in page.locator("#join-data-protection").inner_text()
+    screenshot(page, "home-admin", tmp_path)
     assert page.goto(base + "/console/erasure").status == 403  # type: ignore[union-attr]
     page.goto(base + "/console/admin/users")
     row = page.locator("table.grid tr", has_text=ADMIN).filter(has_not_text=DPO).first
@@ -163,7 +165,7 @@ def test_the_data_protection_group_decides_erasure_requests(
 
 
 def test_unknown_pages_and_api_docs_offline(
-    page: Any, offline: Any, small_stack: tuple[Settings, str, dict[str, str]]
+    page: Any, offline: Any, small_stack: tuple[Settings, str, dict[str, str]], tmp_path: Path
 ) -> None:
     _settings, base, passwords = small_stack
     # Signed out, an unknown console URL is a page that offers to sign in.
@@ -177,6 +179,7 @@ def test_unknown_pages_and_api_docs_offline(
     assert response is not None and response.status == 404
     assert "/console/dashboards/x/y/z" in page.locator(".flash.error").inner_text()
     assert page.locator(".next-pages a").all_inner_texts() == ["Erasure requests"]
+    screenshot(page, "not-found", tmp_path)
     # The API's JSON stays JSON.
     status = page.evaluate("fetch('/console/api/nothing').then(r => r.status)")
     assert status == 404

@@ -151,7 +151,7 @@ def test_a_dataset_and_a_visual_built_from_scratch(
         other.close()
 
 
-def test_a_dataset_made_with_the_pickers(de_page: Any, stack: Settings) -> None:
+def test_a_dataset_made_with_the_pickers(de_page: Any, stack: Settings, tmp_path: Path) -> None:
     page, base = de_page, server_url(stack)
     warnings: list[str] = []
     page.on("console", lambda message: warnings.append(message.text))
@@ -166,6 +166,7 @@ def test_a_dataset_made_with_the_pickers(de_page: Any, stack: Settings) -> None:
     expect(page.locator("#table-picker option", has_text="covid_deaths")).to_have_count(1)
     page.select_option("#table-picker", "default.covid_deaths")
     assert page.locator("input[name=source_kind][value=table]").is_checked()
+    screenshot(page, "dataset-pickers", tmp_path)
     # Every pattern the forms carry is one the browser can use (Chromium warns otherwise).
     page.fill("#dataset-id", "not valid!")
     assert page.evaluate("document.getElementById('dataset-id').checkValidity()") is False
@@ -230,7 +231,7 @@ def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Pa
     assert page.locator(".history li").first.inner_text().startswith("SELECT country")
 
 
-def test_schema_browser_and_completion(de_page: Any, stack: Settings) -> None:
+def test_schema_browser_and_completion(de_page: Any, stack: Settings, tmp_path: Path) -> None:
     page, base = de_page, server_url(stack)
     page.goto(base + "/console/query")
     # The tables de_user may query, each with its columns.
@@ -247,6 +248,7 @@ def test_schema_browser_and_completion(de_page: Any, stack: Settings) -> None:
     page.keyboard.press("Tab")
     page.locator("#sql").press_sequentially(" FROM covid_ca")
     expect(page.locator("#completions li").first).to_have_text("covid_cases")
+    screenshot(page, "query-completion", tmp_path)
     page.keyboard.press("Enter")
     assert page.locator("#sql").input_value() == "SELECT country FROM covid_cases"
     assert page.locator("#completions").is_hidden()

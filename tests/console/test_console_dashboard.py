@@ -118,7 +118,9 @@ def test_live_queries_draw_the_same_figures(de_page: Any, stack: Settings) -> No
     assert countries["US"]["size"] == [US_CONFIRMED_2020_09_10]
 
 
-def test_the_category_filter_offers_the_datas_values(de_page: Any, stack: Settings) -> None:
+def test_the_category_filter_offers_the_datas_values(
+    de_page: Any, stack: Settings, tmp_path: Path
+) -> None:
     page = de_page
     page.goto(server_url(stack) + DASHBOARD)
     wait_for_charts(page)
@@ -139,6 +141,7 @@ def test_the_category_filter_offers_the_datas_values(de_page: Any, stack: Settin
     page.click("#apply-filters")
     _world, mortality = by_kind(wait_for_charts(page))
     assert {t["name"] for t in mortality["traces"]} == saved | {"France", "Germany"}
+    screenshot(page, "category-filter", tmp_path)
     # Select all selects what the search shows; clear empties the selection.
     category.locator("input.value-search").fill("germ")
     category.locator("button.select-none").click()
