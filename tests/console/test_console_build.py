@@ -170,8 +170,8 @@ def test_a_dataset_made_with_the_pickers(de_page: Any, stack: Settings, tmp_path
     # Every pattern the forms carry is one the browser can use (Chromium warns otherwise).
     page.fill("#dataset-id", "not valid!")
     assert page.evaluate("document.getElementById('dataset-id').checkValidity()") is False
-    assert "letters, digits" in page.evaluate(
-        "document.getElementById('dataset-id').validationMessage"
+    assert page.evaluate("document.getElementById('dataset-id').validationMessage") == (
+        "Id: letters, digits, - and _, starting with a letter or digit"
     )
     page.fill("#dataset-id", "")  # left empty, the server makes it from the name
     page.click("button[value=create]")

@@ -45,5 +45,19 @@ window.lakeward = (function () {
     form.querySelector('select[name="type"]').addEventListener("change", function () { showTypeFields(form); });
   });
 
+  // A field the browser refuses says in plain words what it takes (its title), not
+  // "Please match the requested format."
+  function explain(input) {
+    input.setCustomValidity("");
+    if (input.title && (input.validity.patternMismatch || input.validity.valueMissing)) {
+      input.setCustomValidity(input.title);
+    }
+  }
+  document.querySelectorAll("input[pattern][title], input[required][title]").forEach(function (input) {
+    input.addEventListener("input", function () { explain(input); });
+    input.addEventListener("invalid", function () { explain(input); });
+    explain(input);
+  });
+
   return { csrf: csrf, call: call };
 })();
