@@ -174,8 +174,12 @@ def test_a_dataset_made_with_the_pickers(de_page: Any, stack: Settings, tmp_path
         "Id: letters, digits, - and _, starting with a letter or digit"
     )
     page.fill("#dataset-id", "")  # left empty, the server makes it from the name
+    page.select_option("select[name=import_mode]", "DIRECT_QUERY")  # no extract to wait for
     page.click("button[value=create]")
-    assert page.locator(".flash.done").inner_text() == f"dataset deaths-by-country-{suffix} created"
+    page.wait_for_selector(".flash.done, .flash.error", timeout=120_000)
+    assert page.locator(".flash").first.inner_text() == (
+        f"dataset deaths-by-country-{suffix} created"
+    )
     assert page.locator("h1").inner_text() == f"Deaths by country {suffix}"
     for path in ("/console/datasets", f"/console/analyses/new/deaths-by-country-{suffix}"):
         page.goto(base + path)
