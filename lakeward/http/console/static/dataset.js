@@ -30,10 +30,14 @@
     return chosen ? chosen.dataset.catalog : "";
   }
 
+  let loading = 0;  // the latest load wins: an earlier answer arriving late is dropped
+
   async function loadTables() {
-    const wanted = tables.dataset.chosen;
+    const mine = ++loading;
     const base = "/console/api/catalogs/" + encodeURIComponent(catalog());
     const data = await lakeward.call("GET", base + "/databases/" + encodeURIComponent(databases.value) + "/tables");
+    if (mine !== loading) { return; }
+    const wanted = tables.value || tables.dataset.chosen;  // what the user picked stays picked
     const items = [option("", data.tables.length ? "— pick a table —" : "no table you may use", !wanted)];
     data.tables.forEach(function (t) {
       const value = databases.value + "." + t.name;
@@ -47,15 +51,25 @@
   async function loadDatabases() {
     if (!catalog()) { return; }
     const wanted = databases.value || databases.dataset.chosen;
+    const mine = ++loading;
     const data = await lakeward.call("GET", "/console/api/catalogs/" + encodeURIComponent(catalog()) + "/databases");
+    if (mine !== loading) { return; }
     const names = data.databases.length ? data.databases : [wanted];
     databases.replaceChildren.apply(databases, names.map(function (n) { return option(n, n, n === wanted); }));
     await loadTables();
   }
 
   function failed(error) { tables.replaceChildren(option("", error.message, true)); }
-  source.addEventListener("change", function () { loadDatabases().catch(failed); });
-  databases.addEventListener("change", function () { tables.dataset.chosen = ""; loadTables().catch(failed); });
+  source.addEventListener("change", function () {
+    tables.dataset.chosen = "";
+    tables.value = "";
+    loadDatabases().catch(failed);
+  });
+  databases.addEventListener("change", function () {
+    tables.dataset.chosen = "";
+    tables.value = "";
+    loadTables().catch(failed);
+  });
   tables.addEventListener("change", function () {
     const kind = document.querySelector("input[name=source_kind][value=table]");
     if (tables.value && kind) { kind.checked = true; }
