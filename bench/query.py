@@ -1221,7 +1221,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  {CpuUse(cores=floors[0].cpu)}")
         expected = floors[0].rows
 
-        say(f"\n== 3. API (boto3), primary (DuckDB) workgroup, {args.n} runs")
+        say(f"\n== 3. API (boto3), primary (DuckDB) workgroup, {args.runs} runs")
         say(f"  poll every {args.poll_ms:g} ms, result reuse off")
         quiet()
         api = measure_api("API", client, None, args.runs, args.warmup, poll, groups, expected)
