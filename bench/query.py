@@ -1115,20 +1115,9 @@ SNAPSHOT_ENV = "LAKEWARD_BENCH_SNAPSHOT"  # "<commit> <dir>" in the re-executed 
 
 def run_on_snapshot(revision: str) -> None:
     """Export lakeward/ at ``revision`` and re-execute this script with it first on the path."""
-    repo = Path(__file__).resolve().parent.parent
-    commit = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--verify", f"{revision}^{{commit}}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    target = Path(tempfile.mkdtemp(prefix="lakeward-bench-code-"))
-    archive = subprocess.Popen(
-        ["git", "-C", str(repo), "archive", commit, "lakeward"], stdout=subprocess.PIPE
-    )
-    subprocess.run(["tar", "-x", "-C", str(target)], stdin=archive.stdout, check=True)
-    if archive.wait() != 0:
-        raise SystemExit(f"git archive {commit} failed")
+    from _query_side import export
+
+    commit, target = export(revision, Path(__file__).resolve().parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), env.get("PYTHONPATH")) if p)
     env[SNAPSHOT_ENV] = f"{commit} {target}"
