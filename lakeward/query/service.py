@@ -56,7 +56,7 @@ from lakeward.query.model import (
 )
 from lakeward.query.owners import check_reader, listed_owner, may_read
 from lakeward.query.presence import Presence
-from lakeward.query.sql import Statement, parse_statement, to_engine_sql
+from lakeward.query.sql import Statement, check_translatable, parse_statement, to_engine_sql
 from lakeward.query.store import Store
 from lakeward.query.workgroups import WorkGroups
 from lakeward.storage import Storage, load_storage
@@ -203,6 +203,7 @@ class QueryService(MetadataOperations):
                 default_database=database,
                 catalogs=self.catalogs.names(),
             )
+            check_translatable(statement, group.engine)
         except InvalidRequest as refused:
             log.warning("refused a query from %s: %s: %r", principal, refused, query[:500])
             raise

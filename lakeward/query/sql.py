@@ -30,6 +30,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from lakeward.errors import InvalidRequest
+from lakeward.query import trino
 from lakeward.query.model import StatementType, TableRef
 
 StatementKind = Literal[
@@ -133,11 +134,20 @@ def to_engine_sql(statement: Statement, dialect: str, table_name: Callable[[Tabl
             table.set("alias", exp.TableAlias(this=exp.to_identifier(ref.table)))
         for part in ("this", "db", "catalog"):
             table.set(part, engine_table.args.get(part))
+    if dialect == "duckdb":
+        tree = trino.to_duckdb(tree)
     try:
         # Users' comments would be re-quoted into the engine's text; they are of no use there.
         return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE, comments=False)
     except UnsupportedError as e:
         raise InvalidRequest(f"the query cannot run on {dialect}: {e}") from None
+
+
+def check_translatable(statement: Statement, engine: str) -> None:
+    """Refuse, before the query is queued, what ``engine`` cannot answer as Athena would."""
+    target = statement.explained or statement
+    if target._ast is not None and engine == "duckdb":
+        trino.to_duckdb(target._ast.copy())
 
 
 @dataclass(frozen=True)

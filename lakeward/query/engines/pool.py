@@ -10,7 +10,8 @@ A connection goes back to the pool only after an execution that ended
 normally, and only once it is clean again: the catalogs its views were created
 in detached, the datasets it read unregistered, and nothing left behind that a
 query could see (no view, table, macro, sequence, prepared statement or
-variable beyond the built-in ones). Anything else closes it.
+variable beyond the built-in ones and the macros every connection is given
+when it opens, unchanged). Anything else closes it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import duckdb
 from lakeward.errors import QueryFailed
 from lakeward.query.engines.base import Limits
 from lakeward.query.engines.scanned import sql_literal
+from lakeward.query.trino import MACROS
 
 PER_KEY = 8  # as many as the executions that run at once over the same tables
 TOTAL = 32
@@ -38,11 +40,16 @@ _LEFTOVERS = """
     SELECT (SELECT count(*) FROM duckdb_views() WHERE NOT internal)
          + (SELECT count(*) FROM duckdb_tables())
          + (SELECT count(*) FROM duckdb_sequences())
-         + (SELECT count(*) FROM duckdb_functions() WHERE NOT internal)
          + (SELECT count(*) FROM duckdb_prepared_statements())
          + (SELECT count(*) FROM duckdb_variables())
          + (SELECT count(*) FROM duckdb_databases() WHERE NOT internal
               AND database_name NOT IN ('memory'))
+"""
+# The functions a query may call beyond DuckDB's own: the macros each connection opens with.
+_OWN_FUNCTIONS = """
+    SELECT schema_name, function_name, function_type, parameters, parameter_types,
+           macro_definition
+    FROM duckdb_functions() WHERE NOT internal ORDER BY ALL
 """
 
 
@@ -58,6 +65,7 @@ class Connection:
     key: Key
     spill: Path
     registered: list[str] = field(default_factory=list)  # names of registered datasets
+    functions: list[tuple[Any, ...]] = field(default_factory=list)  # as it opened
 
 
 class ConnectionPool:
@@ -128,10 +136,13 @@ class ConnectionPool:
         try:
             con = duckdb.connect(":memory:", config=config)
             lock_down(con, key.directories)
+            for macro in MACROS:  # Trino's semantics (query/trino): every query may use them
+                con.execute(macro)
+            functions = con.execute(_OWN_FUNCTIONS).fetchall()
         except duckdb.Error as exc:
             shutil.rmtree(spill, ignore_errors=True)
             raise QueryFailed(f"could not start DuckDB: {exc}") from None
-        return Connection(con, key, spill)
+        return Connection(con, key, spill, functions=functions)
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, directories: tuple[str, ...]) -> None:
@@ -169,6 +180,6 @@ def _clean(connection: Connection) -> bool:
                 con.execute(f'DETACH "{name.replace(chr(34), chr(34) * 2)}"')
         # fetchall, not fetchone: a result read part-way stays open on the connection.
         ((left,),) = con.execute(_LEFTOVERS).fetchall()
-        return bool(left == 0)
+        return bool(left == 0) and con.execute(_OWN_FUNCTIONS).fetchall() == connection.functions
     except duckdb.Error:
         return False

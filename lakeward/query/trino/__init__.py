@@ -1,0 +1,61 @@
+"""Athena's (Trino's) semantics on DuckDB: the translation of a checked query.
+
+sqlglot turns Trino SQL into DuckDB SQL function by function, but where the two
+engines name the same thing and mean something else (``7 / 2`` is 3 in Trino
+and 3.5 in DuckDB) the text alone is not enough. Each area module below adds:
+
+- ``MACROS``: DuckDB ``CREATE MACRO`` statements, run once on every pooled
+  connection when it opens (``engines/pool.py``). DuckDB chooses among a
+  macro's typed overloads when it binds a query, so a macro can do what the
+  operand types call for without the translation knowing them.
+- ``REWRITES``: sqlglot node transforms applied to the Trino tree before the
+  DuckDB text is generated (a node that does not apply is returned unchanged);
+  one may raise InvalidRequest naming what it cannot translate.
+- ``REFUSED``: Trino functions (lower-case) that DuckDB cannot answer as Trino
+  would, each with the reason; a query calling one is refused before it runs.
+
+The conformance suite (tests/query/conformance) holds the answers these must give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+
+from sqlglot import exp
+
+from lakeward.errors import InvalidRequest
+from lakeward.query.trino import arithmetic
+
+Rewrite = Callable[[exp.Expr], exp.Expr]
+
+AREAS: tuple[ModuleType, ...] = (arithmetic,)
+
+MACROS: list[str] = [m for area in AREAS for m in area.MACROS]
+REWRITES: list[Rewrite] = [r for area in AREAS for r in area.REWRITES]
+REFUSED: dict[str, str] = {k: v for area in AREAS for k, v in area.REFUSED.items()}
+
+
+def function_name(node: exp.Expr) -> str | None:
+    """The lower-case Trino name of a function call node; None for anything else."""
+    if isinstance(node, (exp.Anonymous, exp.AnonymousAggFunc)):
+        return str(node.name).lower()
+    if isinstance(node, exp.Func):
+        return str(node.sql_name()).lower()
+    return None
+
+
+def check(tree: exp.Expr) -> None:
+    """Refuse a query calling a function DuckDB cannot answer as Athena would."""
+    for node in tree.walk():
+        name = function_name(node)
+        if name is not None and name in REFUSED:
+            raise InvalidRequest(f"function {name} is not supported: {REFUSED[name]}")
+
+
+def to_duckdb(tree: exp.Expr) -> exp.Expr:
+    """The Trino tree (a copy the caller owns) rewritten for DuckDB; refusals raise."""
+    check(tree)
+    for rewrite in REWRITES:
+        tree = tree.transform(rewrite, copy=False)
+    return tree

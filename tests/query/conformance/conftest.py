@@ -1,0 +1,40 @@
+"""The conformance suite's service, and its per-area counts printed at the end of the run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lakeward.config import load_settings
+from lakeward.query.service import QueryService
+from tests.query.conformance.suite import Runner, counts, summary
+
+PROPERTY = "conformance"
+_outcomes: list[tuple[str, str]] = []
+
+
+@pytest.fixture(scope="session")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    """A service over its own state and lake: literal queries need no metastore."""
+    settings = load_settings(data_dir=tmp_path_factory.mktemp("conformance") / "data", env={})
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    service = QueryService(settings)
+    yield Runner(service)
+    service.close()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Reports reach the controlling process also under xdist, with their properties.
+    if report.when == "call":
+        for name, value in report.user_properties:
+            if name == PROPERTY:
+                area, status = str(value).split("|")
+                _outcomes.append((area, status))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _outcomes:
+        terminalreporter.section("Athena conformance (duckdb): cases per area")
+        terminalreporter.write_line(summary(counts(_outcomes)))
