@@ -1169,6 +1169,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.snapshot and SNAPSHOT_ENV not in os.environ:
         run_on_snapshot(args.snapshot)  # does not return
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    # A section asked for zero runs is skipped: it has no figures to report.
+    runs_of = {"raw": args.raw_runs, "spark": args.spark_runs, "profile": args.profile_runs}
+    skip |= {section for section, runs in runs_of.items() if runs <= 0}
+    if args.runs <= 0:
+        raise SystemExit("--runs must be at least 1: the boto3 runs are every comparison's base")
     poll = args.poll_ms / 1000
 
     say(f"machine: {machine()}")

@@ -26,8 +26,9 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,6 +44,8 @@ from lakeward.storage import Storage
 FORMAT = 1
 MAX_RESULTS = 1000
 CACHE_BYTES = 128 * 1024 * 1024
+SPOOL_MEMORY = 16 * 1024 * 1024
+"""How much of a result's CSV, and of its pages, is rendered in memory before spilling to disk."""
 
 
 @dataclass(frozen=True)
@@ -107,10 +110,13 @@ def write_results(
     result: EngineResult,
     cache: ResultCache | None = None,
 ) -> ResultSummary:
-    """Write a result's CSV, metadata and pages; the CSV lands whole or not at all.
+    """Write a result's CSV, metadata and pages; each object lands whole or not at all.
 
-    The batches stream into local temporary files that are put in one call
-    each, so a failing batch iterator leaves no object behind.
+    The batches are rendered into spools (memory up to ``SPOOL_MEMORY`` bytes,
+    then a temporary file), so a failing batch iterator leaves no object
+    behind. The three objects are then put at once, each from its own thread:
+    hashing (MD5 and SHA-256), writing and fsync release the GIL, so they
+    overlap, and the file system commits the fsyncs of one directory together.
     """
     cache = _CACHE if cache is None else cache
     csv_key, metadata_key = result_keys(key_prefix, execution_id)
@@ -118,41 +124,47 @@ def write_results(
     offset_parts: list[pa.Array] = []
     csv_offset_parts: list[pa.Array] = []
     body_len = rows = 0
-    with tempfile.TemporaryFile() as spool, tempfile.TemporaryFile() as body:
-        position = spool.write(_record([c.name for c in columns]))
+    with _spool() as csv, _spool() as body, _spool() as stored:
+        position = csv.write(_record([c.name for c in columns]))
         for batch in result.batches:
             texts = [column_texts(batch.column(i)) for i in range(batch.num_columns)]
             plain = [is_plain(batch.column(i).type) for i in range(batch.num_columns)]
             lines, line_offsets = pages.concatenated(_csv_lines(texts, batch.num_rows))
             fragments = pages.row_fragments(texts, plain, batch.num_rows)
             rendered, row_offsets = pages.concatenated(fragments)
-            spool.write(lines)
+            csv.write(lines)
             body.write(rendered)
             csv_offset_parts.append(pc.add(line_offsets.slice(0, batch.num_rows), position))
             offset_parts.append(pc.add(row_offsets.slice(0, batch.num_rows), body_len))
             position += len(lines)
             body_len += len(rendered)
             rows += batch.num_rows
-        spool.seek(0)
-        info = storage.put(bucket, csv_key, spool)
         metadata = {"format": FORMAT, "columns": [asdict(c) for c in columns], "rows": rows}
-        metadata["bytes"] = info.size
-        storage.put(bucket, metadata_key, json.dumps(metadata).encode("utf-8"))
+        metadata["bytes"] = position  # the CSV's size: everything written to it
         header = pages.header_json(columns)
         offsets = pages.int64s(offset_parts, body_len)
         csv_offsets = pages.int64s(csv_offset_parts, position)
-        with tempfile.TemporaryFile() as stored:
-            stored.write(pages.index(columns, header, body_len, offsets, csv_offsets))
-            body.seek(0)
-            shutil.copyfileobj(body, stored)
-            stored.seek(0)
-            storage.put(bucket, pages_key(csv_key), stored)
+        stored.write(pages.index(columns, header, body_len, offsets, csv_offsets))
+        body.seek(0)
+        shutil.copyfileobj(body, stored)
+        csv.seek(0)
+        stored.seek(0)
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="result-put") as pool:
+            csv_put = pool.submit(storage.put, bucket, csv_key, cast(BinaryIO, csv))
+            pages_put = pool.submit(storage.put, bucket, pages_key(csv_key), cast(BinaryIO, stored))
+            storage.put(bucket, metadata_key, json.dumps(metadata).encode("utf-8"))
+            info = csv_put.result()
+            pages_put.result()
         entry = Pages(columns, header, b"", offsets, csv_offsets)
         if body_len + entry.size <= cache.max_entry_bytes:
             body.seek(0)
             entry.body = body.read()
             cache.put(storage.uri(bucket, csv_key), entry)
     return ResultSummary(rows, info.size, columns)
+
+
+def _spool() -> tempfile.SpooledTemporaryFile[bytes]:
+    return tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)
 
 
 def read_page(

@@ -82,6 +82,9 @@ def engine() -> Iterator[DuckDbEngine]:
 
 
 def run(engine: DuckDbEngine, sql: str, *tables: ResolvedTable, **limits: object) -> EngineResult:
+    # Each query starts once the previous one's connection is back in the pool (the
+    # engine cleans it in the background), so these tests know which connection runs it.
+    engine.settle()
     return engine.execute("q-1", sql, list(tables), Limits(**limits))  # type: ignore[arg-type]
 
 
@@ -143,6 +146,7 @@ def test_views_over_two_tables_in_one_query(
 def warm(engine: DuckDbEngine, *tables: ResolvedTable) -> object:
     """Run a query so that the next one over the same tables gets a pooled connection."""
     assert rows(run(engine, "SELECT 42", *tables)) == [(42,)]
+    engine.settle()
     (idle,) = [c for pooled in engine.pool._idle.values() for c in pooled]
     return idle
 
@@ -317,6 +321,7 @@ def test_a_result_larger_than_memory_streams(engine: DuckDbEngine, tmp_path: Pat
     # What the execution spilled is gone (DuckDB keeps only its marker of the directory's
     # owner); the pooled connection's directory goes when the connection closes.
     assert [p for p in spill.rglob("*") if p.is_file() and not p.name.endswith("_owner")] == []
+    engine.settle()
     engine.pool.close()
     assert list(spill.iterdir()) == []
 
@@ -406,6 +411,7 @@ def test_a_partitioned_table_on_s3(s3: tuple[S3Options, object]) -> None:
 def test_queries_without_tables_share_a_pooled_connection(engine: DuckDbEngine) -> None:
     for value in range(3):  # nothing else runs on the connection before these
         assert rows(run(engine, f"SELECT {value} AS v")) == [(value,)]
+    engine.settle()
     assert len([c for pooled in engine.pool._idle.values() for c in pooled]) == 1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import random
@@ -17,6 +18,7 @@ import pytest
 
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, ResourceNotFound
+from lakeward.query import results
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import ColumnInfo
 from lakeward.query.results import ResultCache, read_page, write_results
@@ -193,6 +195,32 @@ def test_a_failing_result_leaves_no_object(storage: Storage) -> None:
     with pytest.raises(RuntimeError, match="mid-way"):
         write_results(storage, BUCKET, PREFIX, "q7", EngineResult(columns, failing()))
     assert storage.keys(BUCKET, f"{PREFIX}/") == []
+
+
+@pytest.mark.parametrize("spool_memory", [results.SPOOL_MEMORY, 1024])
+def test_each_object_is_announced_once_with_its_checksum(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch, spool_memory: int
+) -> None:
+    # 1024 bytes of memory: the CSV and the pages spill to temporary files on the way.
+    monkeypatch.setattr(results, "SPOOL_MEMORY", spool_memory)
+    events: list[dict[str, Any]] = []
+    storage.subscribe(events.append)
+    summary = write_results(storage, BUCKET, PREFIX, "q10", result_of(*many_rows(2500)))
+    announced = {
+        r["s3"]["object"]["key"]: (r["s3"]["object"]["size"], r["s3"]["object"]["eTag"])
+        for event in events
+        for r in event["Records"]
+    }
+    keys = [f"{PREFIX}/q10.csv", f"{PREFIX}/q10.csv.metadata", f"{PREFIX}/q10.csv.pages"]
+    assert len(events) == 3 and sorted(announced) == keys
+    for key in keys:
+        data = storage.get(BUCKET, key)
+        assert announced[key] == (len(data), hashlib.md5(data).hexdigest())
+    csv = storage.get(BUCKET, keys[0])
+    assert summary.bytes == len(csv) == json.loads(storage.get(BUCKET, keys[1]))["bytes"]
+    assert csv.count(b"\n") == 2501 and summary.rows == 2500
+    page = read_page(storage, BUCKET, PREFIX, "q10", None, 3, False, ResultCache(0))
+    assert page.rows == [[str(i), f"row {i}" if i % 7 else None] for i in range(3)]
 
 
 def test_an_empty_result_has_its_header_only(storage: Storage) -> None:

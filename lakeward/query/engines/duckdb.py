@@ -25,6 +25,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -78,6 +79,10 @@ class DuckDbEngine(Engine):
         self.s3 = s3 if isinstance(s3, S3Options) or s3 is None else S3Options.from_settings(s3)
         self.rows_per_batch = rows_per_batch
         self.pool = ConnectionPool()
+        # Making a used connection clean again for the pool takes DuckDB about 10 ms
+        # (it lists every function to find leftovers); one thread does it after the
+        # execution has ended, so a query's result is not held up by it.
+        self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duckdb-pool")
         self._described: OrderedDict[tuple[str, tuple[int, ...]], dict[str, str]] = OrderedDict()
         self._runs: dict[str, _Run] = {}
         # Reentrant: a result dropped unread closes its execution from the garbage
@@ -140,11 +145,16 @@ class DuckDbEngine(Engine):
             run.cancelled.set()
             self._interrupt_until_closed(execution_id, run, _REINTERRUPTS)
 
+    def settle(self) -> None:
+        """Wait until the connections of ended executions are back in the pool."""
+        self._cleaner.submit(lambda: None).result()
+
     def close(self) -> None:
         with self._lock:
             running = list(self._runs)
         for execution_id in running:
             self.interrupt(execution_id)
+        self._cleaner.shutdown(wait=True)
         self.pool.close()
 
     # -- one execution -----------------------------------------------------------------------
@@ -180,7 +190,10 @@ class DuckDbEngine(Engine):
             if not run.done or run.cancelled.is_set():
                 close(run.connection)  # stopped half-way: never reused
                 return
-        self.pool.give(run.connection)
+        try:
+            self._cleaner.submit(self.pool.give, run.connection)
+        except RuntimeError:  # the engine is closing: no pool to return to
+            close(run.connection)
 
     def _interrupt_until_closed(self, execution_id: str, run: _Run, tries: int) -> None:
         # A statement that starts just after an interrupt does not see it, so
