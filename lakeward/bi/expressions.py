@@ -1,7 +1,7 @@
 """Computed fields: a small expression language checked with sqlglot.
 
 An expression is a SQL scalar expression over the dataset's fields
-(``deaths / confirmed``, ``round(100.0 * deaths / nullif(confirmed, 0), 2)``,
+(``deaths / confirmed``, ``round(100 * deaths / nullif(confirmed, 0), 2)``,
 ``case when confirmed > 1000 then 'large' else 'small' end``). It is parsed,
 then every node is checked against a short list of what is allowed:
 arithmetic, comparisons, boolean logic, CASE/IF, literals, the fields of the

@@ -117,7 +117,8 @@ def test_with_join_and_aggregate(service: QueryService) -> None:
         "WITH c AS (SELECT country, date, sum(confirmed) AS confirmed FROM covid_confirmed_cases "
         "GROUP BY country, date), d AS (SELECT country, date, sum(deaths) AS deaths "
         "FROM default.covid_deaths GROUP BY country, date) "
-        "SELECT c.country, c.confirmed, d.deaths, round(100.0 * d.deaths / c.confirmed, 2) AS rate "
+        "SELECT c.country, c.confirmed, d.deaths, "
+        "round(100 * CAST(d.deaths AS double) / c.confirmed, 2) AS rate "
         "FROM c JOIN d ON c.country = d.country AND c.date = d.date "
         "WHERE c.date = date '2020-09-10' AND c.country = 'Italy'"
     )

@@ -10,6 +10,7 @@ import pytest
 from lakeward.errors import InvalidRequest
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql import Statement, parse_statement, to_engine_sql
+from lakeward.query.trino import MACROS
 
 CATALOG = "demo_hive_metastore"
 SEED = (
@@ -40,10 +41,18 @@ def spark_name(ref: TableRef) -> str:
     return f"`{ref.database}`.`{ref.table}`"
 
 
+def with_macros() -> duckdb.DuckDBPyConnection:
+    """A DuckDB with the macros the SQL service's connections open with (Trino's semantics)."""
+    con = duckdb.connect()
+    for macro in MACROS:
+        con.execute(macro)
+    return con
+
+
 @pytest.fixture
 def duck() -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB holding the seed table where duckdb_name points."""
-    con = duckdb.connect()
+    con = with_macros()
     con.execute(f"ATTACH ':memory:' AS {CATALOG}")
     con.execute(f'CREATE SCHEMA {CATALOG}."default"')
     con.execute(
@@ -380,7 +389,7 @@ def test_quoted_function_names_are_not_a_way_around() -> None:
 )
 def test_trino_functions_translate_and_run_on_duckdb(athena: str, expected: object) -> None:
     sql = to_engine_sql(parse(athena), "duckdb", duckdb_name)
-    assert duckdb.connect().execute(sql).fetchall() == [(expected,)]
+    assert with_macros().execute(sql).fetchall() == [(expected,)]
 
 
 def test_trino_query_over_a_table_runs_on_duckdb(duck: duckdb.DuckDBPyConnection) -> None:

@@ -9,8 +9,10 @@ and 3.5 in DuckDB) the text alone is not enough. Each area module below adds:
   macro's typed overloads when it binds a query, so a macro can do what the
   operand types call for without the translation knowing them.
 - ``REWRITES``: sqlglot node transforms applied to the Trino tree before the
-  DuckDB text is generated (a node that does not apply is returned unchanged);
-  one may raise InvalidRequest naming what it cannot translate.
+  DuckDB text is generated, each over the whole tree in turn, children before
+  their parent (a node that does not apply is returned unchanged); one may
+  raise InvalidRequest naming what it cannot translate. The exact numeric
+  types of the original nodes (``numbers.typed``) are noted before any runs.
 - ``REFUSED``: Trino functions (lower-case) that DuckDB cannot answer as Trino
   would, each with the reason; a query calling one is refused before it runs.
 
@@ -25,11 +27,11 @@ from types import ModuleType
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
-from lakeward.query.trino import arithmetic
+from lakeward.query.trino import arithmetic, casts, numbers
 
 Rewrite = Callable[[exp.Expr], exp.Expr]
 
-AREAS: tuple[ModuleType, ...] = (arithmetic,)
+AREAS: tuple[ModuleType, ...] = (arithmetic, casts)
 
 MACROS: list[str] = [m for area in AREAS for m in area.MACROS]
 REWRITES: list[Rewrite] = [r for area in AREAS for r in area.REWRITES]
@@ -56,6 +58,17 @@ def check(tree: exp.Expr) -> None:
 def to_duckdb(tree: exp.Expr) -> exp.Expr:
     """The Trino tree (a copy the caller owns) rewritten for DuckDB; refusals raise."""
     check(tree)
+    numbers.annotate(tree)
     for rewrite in REWRITES:
-        tree = tree.transform(rewrite, copy=False)
+        tree = _children_first(tree, rewrite)
     return tree
+
+
+def _children_first(node: exp.Expr, rewrite: Rewrite) -> exp.Expr:
+    for child in list(node.iter_expressions()):
+        # Where the child sits, before a rewrite makes it the child of its replacement.
+        arg_key, index = child.arg_key, child.index
+        new = _children_first(child, rewrite)
+        if new is not child and arg_key is not None:
+            node.set(arg_key, new, index)
+    return rewrite(node)

@@ -1,0 +1,187 @@
+"""The static numeric types of Trino expressions, where the query text alone tells them.
+
+Trino types a decimal result by rules on its operands' precision and scale
+(``100.0`` is decimal(4,1); ``decimal(4,1) * bigint`` is decimal(23,1)); DuckDB
+follows the same rules for ``+``, ``-`` and ``*`` but not for ``/``, ``%``,
+``round``, ``ceil`` or ``floor``, nor for literals with leading zeros. Those
+need the operand types when the DuckDB text is written: here they are worked
+out from literals, casts and the operators over them. ``None`` means not known
+(a column, a function this does not type): the caller then leaves the choice
+to DuckDB's binder through a macro that refuses decimals it cannot type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+MAX_PRECISION = 38
+_INT32 = 2**31
+_INT64 = 2**63
+_INTEGERS = {
+    exp.DataType.Type.TINYINT: 3,
+    exp.DataType.Type.SMALLINT: 5,
+    exp.DataType.Type.INT: 10,
+    exp.DataType.Type.BIGINT: 19,
+}
+
+
+@dataclass(frozen=True)
+class Numeric:
+    """An exact numeric type: an integer type (scale 0, ``integer``) or decimal(p,s)."""
+
+    precision: int
+    scale: int
+    integer: bool = False
+
+    def sql(self) -> str:
+        return f"DECIMAL({self.precision},{self.scale})"
+
+
+def decimal(precision: int, scale: int) -> Numeric:
+    return Numeric(min(MAX_PRECISION, precision), scale)
+
+
+def literal_type(text: str) -> Numeric | None:
+    """The type of a numeric literal: integer, bigint, decimal(p,s); None for doubles."""
+    if "e" in text.lower():
+        return None
+    whole, point, fraction = text.partition(".")
+    if not point:
+        value = int(whole)
+        if value < _INT32:
+            return Numeric(10, 0, integer=True)
+        return Numeric(19, 0, integer=True) if value < _INT64 else None
+    # Digits of the value without leading zeros, never fewer than the scale.
+    digits = len((whole + fraction).lstrip("0"))
+    return Numeric(max(digits, len(fraction), 1), len(fraction))
+
+
+def cast_type(to: exp.DataType) -> Numeric | None:
+    if to.this in _INTEGERS:
+        return Numeric(_INTEGERS[to.this], 0, integer=True)
+    if to.this == exp.DataType.Type.DECIMAL:
+        params = [int(p.name) for p in to.expressions]
+        if not params:
+            return Numeric(MAX_PRECISION, 0)
+        return Numeric(params[0], params[1] if len(params) > 1 else 0)
+    return None
+
+
+def numeric_type(node: exp.Expr) -> Numeric | None:
+    """The exact numeric type of ``node`` in Trino, if the text alone shows it."""
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return literal_type(node.name)
+    if isinstance(node, (exp.Paren, exp.Neg, exp.Abs)):
+        return numeric_type(node.this)
+    if isinstance(node, exp.Cast):  # TryCast too
+        bare = node.to.this == exp.DataType.Type.DECIMAL and not node.to.expressions
+        if bare and isinstance(node.this, exp.Literal) and node.this.is_string:
+            return _typed_literal(node.this.name)  # DECIMAL '12.34'
+        return cast_type(node.to)
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
+        return operation_type(node)
+    if isinstance(node, exp.Round):
+        return round_type(node)
+    if isinstance(node, (exp.Ceil, exp.Floor)):
+        of = numeric_type(node.this)
+        return of if of is None or of.integer else whole_type(of)
+    if isinstance(node, (exp.Sum, exp.Max, exp.Min)) and not isinstance(node.parent, exp.Window):
+        of = numeric_type(node.this)
+        if isinstance(node, exp.Sum) and of is not None:
+            return Numeric(19, 0, integer=True) if of.integer else decimal(38, of.scale)
+        return of
+    return None
+
+
+def _typed_literal(text: str) -> Numeric | None:
+    try:
+        found = literal_type(text.strip().lstrip("+-"))
+    except ValueError:
+        return None
+    if found is not None and found.integer:  # DECIMAL '12' is decimal(2,0)
+        return Numeric(len(text.strip().lstrip("+-").lstrip("0")) or 1, 0)
+    return found
+
+
+def operation_type(node: exp.Binary) -> Numeric | None:
+    left, right = numeric_type(node.left), numeric_type(node.right)
+    if left is None or right is None:
+        return None
+    if left.integer and right.integer:
+        return max(left, right, key=lambda t: t.precision)
+    p1, s1, p2, s2 = left.precision, left.scale, right.precision, right.scale
+    if isinstance(node, (exp.Add, exp.Sub)):
+        return decimal(1 + max(s1, s2) + max(p1 - s1, p2 - s2), max(s1, s2))
+    if isinstance(node, exp.Mul):
+        return decimal(p1 + p2, s1 + s2)
+    if isinstance(node, exp.Div):
+        return decimal(p1 + s2 + max(0, s2 - s1), max(s1, s2))
+    return decimal(min(p2 - s2, p1 - s1) + max(s1, s2), max(s1, s2))  # modulus
+
+
+def whole_type(of: Numeric) -> Numeric:
+    """round(x), ceil(x), floor(x) of a decimal: no scale, one more digit if it had one."""
+    return Numeric(of.precision - of.scale + min(of.scale, 1), 0)
+
+
+def round_type(node: exp.Round) -> Numeric | None:
+    of = numeric_type(node.this)
+    if of is None or of.integer:
+        return of
+    if node.args.get("decimals") is None:
+        return whole_type(of)
+    return decimal(of.precision + 1, of.scale)
+
+
+# Functions whose result is a double whatever their arguments.
+_DOUBLE_FUNCTIONS = (
+    exp.Sqrt, exp.Cbrt, exp.Pow, exp.Exp, exp.Ln, exp.Log, exp.Avg, exp.Rand, exp.Stddev,
+    exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop,
+)  # fmt: skip
+_FLOAT_TYPES = (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
+
+
+def floating(node: exp.Expr) -> bool:
+    """Whether ``node`` is known from the text to be a double or a real."""
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return "e" in node.name.lower()
+    if isinstance(node, (exp.Paren, exp.Neg, exp.Abs, exp.Round, exp.Ceil, exp.Floor)):
+        return floating(node.this)
+    if isinstance(node, exp.Cast):
+        return node.to.this in _FLOAT_TYPES
+    if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
+        return floating(node.left) or floating(node.right)
+    return isinstance(node, _DOUBLE_FUNCTIONS)
+
+
+TYPE_KEY = "trino_numeric"
+FLOATING_KEY = "trino_floating"
+OPERANDS_KEY = "trino_operands"
+
+
+def annotate(tree: exp.Expr) -> None:
+    """Note each node's numeric type (and its operands') in its meta, for after rewrites."""
+    for node in tree.walk():
+        node.meta[TYPE_KEY] = numeric_type(node)
+        if isinstance(node, exp.Binary):
+            node.meta[OPERANDS_KEY] = (numeric_type(node.left), numeric_type(node.right))
+            node.meta[FLOATING_KEY] = floating(node)
+
+
+def typed(node: exp.Expr) -> Numeric | None:
+    """A node's type as ``annotate`` found it; None for nodes rewrites have made."""
+    found = node.meta.get(TYPE_KEY)
+    return found if isinstance(found, Numeric) else None
+
+
+def is_floating(node: exp.Expr) -> bool:
+    """Whether ``annotate`` found a binary operator to work on a double or real."""
+    return node.meta.get(FLOATING_KEY) is True
+
+
+def operands(node: exp.Expr) -> tuple[Numeric | None, Numeric | None]:
+    """The types ``annotate`` found for a binary operator's two operands."""
+    found = node.meta.get(OPERANDS_KEY)
+    return found if isinstance(found, tuple) else (None, None)
