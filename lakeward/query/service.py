@@ -69,6 +69,7 @@ MAX_QUEUED = 1000
 RECENT = 1024  # finished executions kept in memory for their last polls and pages
 INTERRUPT_AGAIN = 1.0
 """Seconds between interrupts of an execution asked to stop that has not yet ended."""
+_CAP_RECHECK_SECONDS = 0.1  # how often a query waiting for its workgroup's cap looks again
 
 
 def _now() -> datetime:
@@ -306,6 +307,11 @@ class QueryService(MetadataOperations):
                 self._finish(execution, QueryState.CANCELLED, "stopped by the user")
                 return
         try:
+            # This process's slot bounds its threads; the state database's count of
+            # RUNNING executions bounds the workgroup across every server process.
+            while not self.workgroups.start_running(execution.id, run.group):
+                if run.cancelled.wait(_CAP_RECHECK_SECONDS):
+                    break
             execution.statistics.queue_ms = _ms(time.monotonic() - queued_at)
             if run.cancelled.is_set():
                 self._finish(execution, QueryState.CANCELLED, "stopped by the user")

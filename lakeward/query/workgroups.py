@@ -39,6 +39,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    update,
 )
 from sqlalchemy.engine import Connection
 
@@ -229,6 +230,42 @@ class WorkGroups:
                     admitted=now,
                 )
             )
+
+    def start_running(self, execution_id: str, group: WorkGroup) -> bool:
+        """Mark a QUEUED execution RUNNING if fewer than ``group.max_concurrent`` run.
+
+        The count is of the workgroup's RUNNING executions in the state database,
+        whichever process runs them, so the cap holds across server processes.
+        False when the workgroup is full: the caller waits and asks again. An
+        execution no longer QUEUED (stopped meanwhile) is left as it is.
+        """
+        running = (
+            select(func.count())
+            .select_from(executions)
+            .where(
+                executions.c.workgroup == group.name,
+                executions.c.state == QueryState.RUNNING.value,
+            )
+        )
+        # A read first: a full workgroup's waiters do not queue on the write lock.
+        with self.store.engine.connect() as conn:
+            if conn.execute(running).scalar_one() >= group.max_concurrent:
+                return False
+        with self._writer.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                row = select(workgroups.c.name).where(workgroups.c.name == group.name)
+                conn.execute(row.with_for_update())
+            if conn.execute(running).scalar_one() >= group.max_concurrent:
+                return False
+            conn.execute(
+                update(executions)
+                .where(
+                    executions.c.id == execution_id,
+                    executions.c.state == QueryState.QUEUED.value,
+                )
+                .values(state=QueryState.RUNNING.value)
+            )
+        return True
 
 
 def _forget_finished(conn: Connection, now: datetime) -> None:

@@ -153,6 +153,41 @@ def test_an_execution_started_in_one_worker_is_paged_and_stopped_from_another(
         other.get_query_results(QueryExecutionId=slow["QueryExecutionId"])
 
 
+def test_a_workgroups_limits_hold_across_workers(server: Settings) -> None:
+    root = athena(server)
+    root.create_work_group(
+        Name="one-at-a-time",
+        Configuration={"AdditionalConfiguration": '{"MaxConcurrent": 1, "MaxPerPrincipal": 2}'},
+    )
+    first = root.start_query_execution(QueryString=SLOW, WorkGroup="one-at-a-time")
+    other, other_pid = client_on_another_worker(server, worker_of(first))
+    running = first["QueryExecutionId"]
+    wait_for(lambda: state_of(other, running)["State"] == "RUNNING", 60, "RUNNING")
+
+    # The other worker has free engine slots of its own, yet its query waits for the
+    # workgroup's one running query, which the first worker runs.
+    second = other.start_query_execution(QueryString="SELECT 42", WorkGroup="one-at-a-time")
+    assert worker_of(second) == other_pid
+    for _ in range(20):
+        assert state_of(other, second["QueryExecutionId"])["State"] == "QUEUED"
+        time.sleep(0.05)
+    # The principal has two queries in the workgroup (one in each worker): a third is
+    # refused, whichever worker is asked.
+    for client in (root, other):
+        with pytest.raises(client.exceptions.TooManyRequestsException) as refused:
+            client.start_query_execution(QueryString="SELECT 1", WorkGroup="one-at-a-time")
+        assert refused.value.response["Error"]["Message"] == (
+            "root has 2 queries queued or running in WorkGroup one-at-a-time, its limit "
+            "per principal (2); retry when one has finished"
+        )
+
+    root.stop_query_execution(QueryExecutionId=first["QueryExecutionId"])
+    assert wait_done(root, first["QueryExecutionId"], timeout=60)["State"] == "CANCELLED"
+    assert wait_done(other, second["QueryExecutionId"], timeout=60)["State"] == "SUCCEEDED"
+    page = root.get_query_results(QueryExecutionId=second["QueryExecutionId"])
+    assert [d.get("VarCharValue") for d in page["ResultSet"]["Rows"][1]["Data"]] == ["42"]
+
+
 def test_a_worker_killed_under_load_is_replaced_and_its_queries_fail_with_a_reason(
     server: Settings,
 ) -> None:
