@@ -39,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 
 from lakeward.access.credentials import CredentialOperations
+from lakeward.access.generation import GenerationReader
 from lakeward.access.policy import parse_policy
 from lakeward.access.schema import (
     ATTACHMENTS,
@@ -111,6 +112,7 @@ class Principals(CredentialOperations):
         self.engine = open_engine(url_or_path)
         migrate(self.engine)
         self._writer = writer(self.engine)
+        self._generation = GenerationReader(self.engine)
         self._dummy_hash: str | None = None
         self.local_changes = 0  # changes made through this object (see ``_change``)
         self._usage: dict[str, datetime] = {}
@@ -119,12 +121,12 @@ class Principals(CredentialOperations):
 
     def close(self) -> None:
         self.flush_key_usage()
+        self._generation.close()
         self.engine.dispose()
 
     def generation(self) -> int:
-        query = select(generation.c.value).where(generation.c.id == 1)
-        with self.engine.connect() as conn:
-            return int(conn.execute(query).scalar_one())
+        """The IAM generation now (see ``access/generation.py`` for how it is read)."""
+        return self._generation.read()
 
     # -- users ----------------------------------------------------------------
 

@@ -81,14 +81,14 @@ def wait_for(ready: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def athena(settings: Settings) -> Any:
+def athena(settings: Settings, key: str = KEY, secret: str = SECRET) -> Any:
     """A client of its own: its own connection, so the kernel may give it either worker."""
     return boto3.client(
         "athena",
         endpoint_url=f"http://127.0.0.1:{settings.server.port}",
         region_name="us-east-1",
-        aws_access_key_id=KEY,
-        aws_secret_access_key=SECRET,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
         config=Config(retries={"max_attempts": 0}, read_timeout=30),
     )
 
@@ -186,6 +186,43 @@ def test_a_workgroups_limits_hold_across_workers(server: Settings) -> None:
     assert wait_done(other, second["QueryExecutionId"], timeout=60)["State"] == "SUCCEEDED"
     page = root.get_query_results(QueryExecutionId=second["QueryExecutionId"])
     assert [d.get("VarCharValue") for d in page["ResultSet"]["Rows"][1]["Data"]] == ["42"]
+
+
+def test_a_policy_change_decides_the_very_next_request_in_every_worker(
+    server: Settings,
+) -> None:
+    access = AccessControl(server)  # another process than the workers, as `lakeward iam` is
+    allow = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "athena:GetWorkGroup", "Resource": "*"}],
+    }
+    access.principals.create_user("erin")
+    access.principals.create_policy("ReadWorkGroups", json.dumps(allow))
+    access.principals.attach_user_policy("erin", "ReadWorkGroups")
+    key, secret = access.principals.create_access_key("erin")
+    clients: dict[int, Any] = {}
+    for _ in range(200):
+        client = athena(server, key, secret)
+        clients.setdefault(worker_of(client.get_work_group(WorkGroup="primary")), client)
+        if len(clients) == 2:
+            break
+    assert len(clients) == 2, f"200 new connections all went to worker {list(clients)}"
+
+    def answers() -> list[str]:
+        outcomes = []
+        for client in clients.values():
+            try:
+                client.get_work_group(WorkGroup="primary")
+                outcomes.append("allowed")
+            except client.exceptions.ClientError as error:
+                outcomes.append(error.response["Error"]["Code"])
+        return outcomes
+
+    assert answers() + answers() == ["allowed"] * 4  # decided once, then from each cache
+    access.principals.detach_user_policy("erin", "ReadWorkGroups")
+    assert answers() == ["AccessDeniedException"] * 2
+    access.principals.attach_user_policy("erin", "ReadWorkGroups")
+    assert answers() == ["allowed"] * 2
 
 
 def test_a_worker_killed_under_load_is_replaced_and_its_queries_fail_with_a_reason(
