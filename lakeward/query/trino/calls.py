@@ -1,0 +1,112 @@
+"""Small builders shared by the area modules' rewrites."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from lakeward.errors import InvalidRequest
+
+Rule = Callable[[exp.Expr], exp.Expr]
+
+
+def call(name: str, *args: exp.Expr) -> exp.Expr:
+    """A call of the DuckDB function or macro ``name``."""
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def nested(rule: Rule) -> Rule:
+    """``rule`` applied once to every node of the tree, children before their parents.
+
+    ``Expression.transform`` visits parents first and never enters what a rule has
+    just put in place, so ``date_add(..., date_add(...))`` would keep its inner
+    call; and a rule whose output holds the call it replaced must not see it
+    again. The whole tree is rewritten here when ``transform`` passes its root;
+    every other node it passes is left as it is.
+    """
+
+    def bottom_up(node: exp.Expr) -> exp.Expr:
+        for child in list(node.iter_expressions()):
+            new_child = bottom_up(child)
+            if new_child is not child:
+                child.replace(new_child)
+        return rule(node)
+
+    def apply(node: exp.Expr) -> exp.Expr:
+        return bottom_up(node) if node.parent is None else node
+
+    return apply
+
+
+def literal_text(node: exp.Expr | None, function: str, what: str) -> str:
+    """The text of a constant argument (a string literal or a keyword such as DAY)."""
+    if isinstance(node, exp.Literal | exp.Var):
+        return str(node.this)
+    raise InvalidRequest(f"{function} is supported only with a constant {what}")
+
+
+def lambda_parts(node: exp.Expr | None, function: str, count: int) -> tuple[list[str], exp.Expr]:
+    """The parameter names and body of a lambda argument taking ``count`` parameters."""
+    if not isinstance(node, exp.Lambda) or len(node.expressions) != count:
+        raise InvalidRequest(f"{function} expects a lambda of {count} parameters")
+    return [p.name for p in node.expressions], node.this
+
+
+def substitute(body: exp.Expr, values: dict[str, exp.Expr]) -> exp.Expr:
+    """``body`` with each unqualified column named in ``values`` replaced by its value."""
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        # sqlglot reads a lambda's parameters in its body as bare identifiers.
+        if isinstance(node, exp.Column) and not node.table and node.name in values:
+            return values[node.name].copy()
+        named = (exp.Column, exp.Dot, exp.PropertyEQ, exp.Alias, exp.TableAlias, exp.Lambda)
+        bare = isinstance(node, exp.Identifier) and not isinstance(node.parent, named)
+        if bare and node.name in values:
+            return values[node.name].copy()
+        return node
+
+    return body.copy().transform(swap)
+
+
+def make_lambda(names: list[str], body: exp.Expr) -> exp.Lambda:
+    return exp.Lambda(this=body, expressions=[exp.to_identifier(n) for n in names])
+
+
+# Calls known to give an array or a map whatever their arguments: subscripts on them
+# can be checked as Trino checks them. A column's kind is not known here.
+_ARRAYS = (
+    exp.Array,
+    exp.ArrayDistinct,
+    exp.ArrayFilter,
+    exp.ArraySlice,
+    exp.ArraySort,
+    exp.Flatten,
+    exp.GenerateSeries,
+    exp.MapKeys,
+    exp.Split,
+    exp.Transform,
+)
+_MAPS = (exp.Map, exp.VarMap, exp.MapFromEntries)
+_ARRAY_CALLS = ("trino_sequence", "trino_array_distinct", "trino_repeat", "trino_slice")
+_MAP_CALLS = ("map_concat", "map_filter", "transform_keys", "transform_values", "histogram")
+_MAP_CALLS_ALSO = ("map_agg", "trino_map_agg", "trino_histogram", "map_from_entries", "multimap_agg")
+
+
+def kind_of(node: exp.Expr) -> str | None:
+    """'array' or 'map' when the expression's text alone tells; None otherwise."""
+    if isinstance(node, exp.Cast) and node.to.this in (exp.DType.ARRAY, exp.DType.MAP):
+        return "array" if node.to.this == exp.DType.ARRAY else "map"
+    if isinstance(node, _ARRAYS):
+        return "array"
+    if isinstance(node, _MAPS):
+        return "map"
+    if isinstance(node, exp.Anonymous):
+        name = node.name.lower()
+        if name in _ARRAY_CALLS:
+            return "array"
+        if name in _MAP_CALLS or name in _MAP_CALLS_ALSO:
+            return "map"
+    if isinstance(node, exp.Paren):
+        return kind_of(node.this)
+    return None
