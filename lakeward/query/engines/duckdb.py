@@ -39,6 +39,7 @@ import pyarrow.fs as pafs
 from lakeward.errors import QueryCancelled, QueryFailed
 from lakeward.metastore.client import Column
 from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
+from lakeward.query.engines.conform import Conformer
 from lakeward.query.engines.pool import Connection, ConnectionPool, close
 from lakeward.query.engines.scanned import DataFile, Source, bytes_scanned, duck_type, sql_literal
 from lakeward.query.model import TableRef
@@ -63,6 +64,7 @@ class _Run:
     cancelled: threading.Event = field(default_factory=threading.Event)
     datasets: list[Any] = field(default_factory=list)  # kept alive while the views read them
     done: bool = False  # ran to its end: the connection may serve another execution
+    conformer: Conformer = field(default_factory=Conformer)  # result types as Athena's
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -123,13 +125,13 @@ class DuckDbEngine(Engine):
                     return EngineResult([column], iter([batch]), scanned)
                 scanned = bytes_scanned(run.con, sql, sources)
                 relation = run.con.sql(sql)
-                columns = [
-                    athena_type_of_duckdb(str(t)).column(n)
-                    for n, t in zip(relation.columns, relation.types, strict=True)
-                ]
+                types = [str(t) for t in relation.types]
+                run.conformer = Conformer.of(types)
                 _check(run)
                 reader = relation.to_arrow_reader(self.rows_per_batch)
                 first = _next_batch(run, reader)  # execute returns once results flow
+                # After the first batch: an interval column's type is told by its values.
+                columns = run.conformer.columns(relation.columns, types)
         except BaseException:
             self._close(execution_id, run)
             raise
@@ -371,9 +373,10 @@ def _check(run: _Run) -> None:
 def _next_batch(run: _Run, reader: Any) -> pa.RecordBatch | None:
     _check(run)
     try:
-        return reader.read_next_batch()
+        batch = reader.read_next_batch()
     except StopIteration:
         return None
+    return run.conformer.batch(batch)
 
 
 @contextmanager

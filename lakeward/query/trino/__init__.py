@@ -27,11 +27,30 @@ from types import ModuleType
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
-from lakeward.query.trino import arithmetic, casts, numbers
+from lakeward.query.trino import (
+    aggregates,
+    arithmetic,
+    arrays,
+    casts,
+    dates,
+    lambdas,
+    maps_rows,
+    numbers,
+    unnest,
+)
 
 Rewrite = Callable[[exp.Expr], exp.Expr]
 
-AREAS: tuple[ModuleType, ...] = (arithmetic, casts)
+AREAS: tuple[ModuleType, ...] = (
+    arithmetic,
+    casts,
+    dates,
+    arrays,
+    maps_rows,
+    lambdas,
+    aggregates,
+    unnest,
+)
 
 MACROS: list[str] = [m for area in AREAS for m in area.MACROS]
 REWRITES: list[Rewrite] = [r for area in AREAS for r in area.REWRITES]

@@ -35,8 +35,7 @@ MACROS: list[str] = [
     "CREATE MACRO trino_array_position(a, x) AS CASE WHEN a IS NULL OR x IS NULL THEN NULL"
     " ELSE CAST(coalesce(list_position(a, x), 0) AS BIGINT) END",
     # The first occurrence of each element, NULL included, in order.
-    "CREATE MACRO trino_array_distinct(a) AS"
-    " list_filter(a, lambda e, i: list_position(a, e) = i)",
+    "CREATE MACRO trino_array_distinct(a) AS list_filter(a, lambda e, i: list_position(a, e) = i)",
     "CREATE MACRO trino_array_union(a, b) AS trino_array_distinct(list_concat(a, b))",
     "CREATE MACRO trino_array_intersect(a, b) AS"
     " list_filter(trino_array_distinct(a), lambda e: list_position(b, e) IS NOT NULL)",
@@ -123,9 +122,9 @@ def _arrays(node: exp.Expr) -> exp.Expr:
         return call("trino_repeat", node.this, node.args["times"])
     if isinstance(node, exp.Shuffle):
         return call("trino_shuffle", node.this)
-    if isinstance(node, exp.DPipe) and kind_of(node.this) == "array":
-        if isinstance(node.expression, exp.Literal | exp.Null):  # array || element
-            return call("list_append", node.this, node.expression)
+    element = isinstance(node, exp.DPipe) and isinstance(node.expression, exp.Literal | exp.Null)
+    if element and kind_of(node.this) == "array":  # array || element
+        return call("list_append", node.this, node.expression)
     if isinstance(node, exp.Anonymous):
         return _named(node, node.name.lower())
     return node
@@ -133,7 +132,9 @@ def _arrays(node: exp.Expr) -> exp.Expr:
 
 def _index(node: exp.Bracket) -> exp.Expr:
     """The 1-based index DuckDB is given: sqlglot keeps literal subscripts 0-based."""
-    generated = exp.Bracket(this=exp.column("a"), **{k: v for k, v in node.args.items() if k != "this"})
+    generated = exp.Bracket(
+        this=exp.column("a"), **{k: v for k, v in node.args.items() if k != "this"}
+    )
     text = generated.sql("duckdb")
     return sqlglot.parse_one(text[text.index("[") + 1 : text.rindex("]")], read="duckdb")
 
@@ -166,7 +167,9 @@ def _named(node: exp.Anonymous, name: str) -> exp.Expr:
                 expressions=[
                     exp.PropertyEQ(
                         this=exp.to_identifier(f"field{i}"),
-                        expression=call("struct_extract_at", exp.column("z"), exp.Literal.number(i + 1)),
+                        expression=call(
+                            "struct_extract_at", exp.column("z"), exp.Literal.number(i + 1)
+                        ),
                     )
                     for i in range(len(args))
                 ]

@@ -28,9 +28,11 @@ def nested(rule: Rule) -> Rule:
 
     def bottom_up(node: exp.Expr) -> exp.Expr:
         for child in list(node.iter_expressions()):
+            # Where the child is, taken first: a rule may wrap the child in its answer.
+            key, index = child.arg_key, child.index
             new_child = bottom_up(child)
-            if new_child is not child:
-                child.replace(new_child)
+            if new_child is not child and key is not None:
+                node.set(key, new_child, index)
         return rule(node)
 
     def apply(node: exp.Expr) -> exp.Expr:
@@ -90,7 +92,13 @@ _ARRAYS = (
 _MAPS = (exp.Map, exp.VarMap, exp.MapFromEntries)
 _ARRAY_CALLS = ("trino_sequence", "trino_array_distinct", "trino_repeat", "trino_slice")
 _MAP_CALLS = ("map_concat", "map_filter", "transform_keys", "transform_values", "histogram")
-_MAP_CALLS_ALSO = ("map_agg", "trino_map_agg", "trino_histogram", "map_from_entries", "multimap_agg")
+_MAP_CALLS_ALSO = (
+    "map_agg",
+    "trino_map_agg",
+    "trino_histogram",
+    "map_from_entries",
+    "multimap_agg",
+)
 
 
 def kind_of(node: exp.Expr) -> str | None:

@@ -45,11 +45,15 @@ MACROS: list[str] = [
     "CREATE MACRO trino_date_add"
     f"(unit VARCHAR, n BIGINT, x DATE) AS CASE WHEN {_DATE_ONLY}"
     f" THEN CAST(x + trino_interval_of(unit, n) AS DATE) ELSE {_NOT_DATE_FIELD} END, "
-    + ", ".join(f"(unit VARCHAR, n BIGINT, x {t}) AS x + trino_interval_of(unit, n)" for t in _TIMESTAMPS),
+    + ", ".join(
+        f"(unit VARCHAR, n BIGINT, x {t}) AS x + trino_interval_of(unit, n)" for t in _TIMESTAMPS
+    ),
     "CREATE MACRO trino_date_diff"
     f"(unit VARCHAR, a DATE, b DATE) AS CASE WHEN {_DATE_ONLY}"
     f" THEN date_sub(lower(unit), a, b) ELSE {_NOT_DATE_FIELD} END, "
-    + ", ".join(f"(unit VARCHAR, a {t}, b {t}) AS date_sub(lower(unit), a, b)" for t in _TIMESTAMPS),
+    + ", ".join(
+        f"(unit VARCHAR, a {t}, b {t}) AS date_sub(lower(unit), a, b)" for t in _TIMESTAMPS
+    ),
     "CREATE MACRO trino_date_trunc"
     f"(unit VARCHAR, x DATE) AS CASE WHEN {_DATE_ONLY}"
     f" THEN CAST(date_trunc(lower(unit), x) AS DATE) ELSE {_NOT_DATE_FIELD} END, "

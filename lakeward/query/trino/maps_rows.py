@@ -17,8 +17,7 @@ from lakeward.query.trino.calls import call, kind_of, lambda_parts, make_lambda,
 MACROS: list[str] = [
     "CREATE MACRO trino_map_subscript(m, k) AS CASE"
     " WHEN NOT map_contains(m, k) THEN error('Key not present in map: ' || k) ELSE m[k] END",
-    "CREATE MACRO trino_map_equal(a, b) AS"
-    " list_sort(map_entries(a)) = list_sort(map_entries(b))",
+    "CREATE MACRO trino_map_equal(a, b) AS list_sort(map_entries(a)) = list_sort(map_entries(b))",
 ]
 
 REFUSED: dict[str, str] = {
@@ -36,8 +35,10 @@ def _over_entries(node: exp.Anonymous, name: str) -> exp.Expr:
     source, function = node.expressions
     (key, value), body = lambda_parts(function, name, 2)
     entry = exp.column("e")
-    fields = {key: exp.Dot.build([entry, exp.to_identifier("key")]),
-              value: exp.Dot.build([entry, exp.to_identifier("value")])}
+    fields: dict[str, exp.Expr] = {
+        key: exp.Dot.build([entry, exp.to_identifier("key")]),
+        value: exp.Dot.build([entry, exp.to_identifier("value")]),
+    }
     body = substitute(body, fields)
     entries = call("map_entries", source)
     if name == "map_filter":
@@ -71,21 +72,32 @@ def _maps_rows(node: exp.Expr) -> exp.Expr:
         if name in _OVER_ENTRIES and len(node.expressions) == 2:
             return _over_entries(node, name)
         if name == "map_entries" and len(node.expressions) == 1:
-            fields = exp.Struct(expressions=[
-                exp.PropertyEQ(this=exp.to_identifier(f"field{i}"),
-                               expression=exp.Dot.build([exp.column("e"), exp.to_identifier(part)]))
-                for i, part in enumerate(("key", "value"))
-            ])
-            return call("list_transform", call("map_entries", *node.expressions), make_lambda(["e"], fields))
+            fields = exp.Struct(
+                expressions=[
+                    exp.PropertyEQ(
+                        this=exp.to_identifier(f"field{i}"),
+                        expression=exp.Dot.build([exp.column("e"), exp.to_identifier(part)]),
+                    )
+                    for i, part in enumerate(("key", "value"))
+                ]
+            )
+            return call(
+                "list_transform", call("map_entries", *node.expressions), make_lambda(["e"], fields)
+            )
         return node
     if isinstance(node, exp.ArraySize) and kind_of(node.this) == "map":
         return exp.cast(call("cardinality", node.this), exp.DataType.build("BIGINT"))
     if isinstance(node, exp.EQ) and kind_of(node.left) == "map" and kind_of(node.right) == "map":
         return call("trino_map_equal", node.left, node.right)
-    if isinstance(node, exp.Struct) and not isinstance(node.parent, exp.Cast):
-        if node.expressions and not any(isinstance(e, exp.PropertyEQ | exp.Alias) for e in node.expressions):
-            return _anonymous_fields(node)
+    if isinstance(node, exp.Struct) and _unnamed(node):
+        return _anonymous_fields(node)
     return node
+
+
+def _unnamed(row: exp.Struct) -> bool:
+    """A ROW(...) without field names, outside a CAST (which names its fields)."""
+    named = any(isinstance(e, exp.PropertyEQ | exp.Alias) for e in row.expressions)
+    return bool(row.expressions) and not named and not isinstance(row.parent, exp.Cast)
 
 
 REWRITES = [_maps_rows]

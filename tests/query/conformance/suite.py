@@ -135,8 +135,10 @@ def type_text(name: str, precision: int, scale: int) -> str:
 
 def expected_type(text: str) -> str:
     """A case's type as Athena reports it: array(integer) is reported as array."""
-    text = text.replace(" ", "").lower()
-    return text if text.startswith("decimal(") else text.split("(", 1)[0]
+    text = text.strip().lower()
+    if text.startswith("decimal"):
+        return text.replace(" ", "")
+    return text.split("(", 1)[0].strip()  # also "timestamp with time zone"
 
 
 class Runner:
