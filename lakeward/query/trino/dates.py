@@ -77,8 +77,8 @@ MACROS: list[str] = [
 ]
 
 REFUSED: dict[str, str] = {
-    "to_milliseconds": "intervals are not supported as values on DuckDB",
-    "parse_duration": "intervals are not supported as values on DuckDB",
+    "to_milliseconds": "DuckDB's function of that name makes an interval of a number",
+    "parse_duration": "not available on DuckDB",
     "human_readable_seconds": "not available on DuckDB",
     "timezone_hour": "DuckDB keeps no zone in a timestamp with time zone",
     "timezone_minute": "DuckDB keeps no zone in a timestamp with time zone",
