@@ -13,7 +13,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
-from lakeward.query.trino.calls import call, nested
+from lakeward.query.trino.calls import call
 
 MACROS: list[str] = [
     "CREATE MACRO trino_histogram(h) AS map_from_entries("
@@ -41,7 +41,6 @@ REFUSED: dict[str, str] = {
 }
 
 
-@nested
 def _aggregates(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.ApproxQuantile):
         raise InvalidRequest(

@@ -17,7 +17,7 @@ import sqlglot
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
-from lakeward.query.trino.calls import call, kind_of, nested
+from lakeward.query.trino.calls import call, kind_of
 
 _HAS_NULL = "list_position({0}, NULL) IS NOT NULL"
 
@@ -93,7 +93,6 @@ REFUSED: dict[str, str] = {
 }
 
 
-@nested
 def _arrays(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
         return _subscript(node)

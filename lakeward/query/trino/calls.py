@@ -2,43 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
-
-Rule = Callable[[exp.Expr], exp.Expr]
 
 
 def call(name: str, *args: exp.Expr) -> exp.Expr:
     """A call of the DuckDB function or macro ``name``."""
     return exp.Anonymous(this=name, expressions=list(args))
-
-
-def nested(rule: Rule) -> Rule:
-    """``rule`` applied once to every node of the tree, children before their parents.
-
-    ``Expression.transform`` visits parents first and never enters what a rule has
-    just put in place, so ``date_add(..., date_add(...))`` would keep its inner
-    call; and a rule whose output holds the call it replaced must not see it
-    again. The whole tree is rewritten here when ``transform`` passes its root;
-    every other node it passes is left as it is.
-    """
-
-    def bottom_up(node: exp.Expr) -> exp.Expr:
-        for child in list(node.iter_expressions()):
-            # Where the child is, taken first: a rule may wrap the child in its answer.
-            key, index = child.arg_key, child.index
-            new_child = bottom_up(child)
-            if new_child is not child and key is not None:
-                node.set(key, new_child, index)
-        return rule(node)
-
-    def apply(node: exp.Expr) -> exp.Expr:
-        return bottom_up(node) if node.parent is None else node
-
-    return apply
 
 
 def literal_text(node: exp.Expr | None, function: str, what: str) -> str:

@@ -19,7 +19,7 @@ import re
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
-from lakeward.query.trino.calls import call, literal_text, nested
+from lakeward.query.trino.calls import call, literal_text
 
 _DATE_UNITS = ("day", "week", "month", "quarter", "year")
 _TIME_UNITS = ("millisecond", "second", "minute", "hour")
@@ -141,7 +141,6 @@ def _utc_only(zone: exp.Expr | None, function: str) -> None:
         )
 
 
-@nested
 def _dates(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.DateAdd):
         return call("trino_date_add", _unit(node, "date_add"), node.expression, node.this)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
-from lakeward.query.trino.calls import call, lambda_parts, make_lambda, nested, substitute
+from lakeward.query.trino.calls import call, lambda_parts, make_lambda, substitute
 
 _HAS_NULL = "list_position(b, NULL) IS NOT NULL"
 
@@ -54,7 +54,6 @@ def _zip_with(node: exp.Anonymous) -> exp.Expr:
     return call("list_transform", call("list_zip", left, right), make_lambda(["z"], body))
 
 
-@nested
 def _lambdas(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Reduce):
         return _reduce(node)

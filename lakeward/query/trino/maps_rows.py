@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from lakeward.query.trino.calls import call, kind_of, lambda_parts, make_lambda, nested, substitute
+from lakeward.query.trino.calls import call, kind_of, lambda_parts, make_lambda, substitute
 
 MACROS: list[str] = [
     "CREATE MACRO trino_map_subscript(m, k) AS CASE"
@@ -65,7 +65,6 @@ def _anonymous_fields(node: exp.Struct) -> exp.Expr:
     )
 
 
-@nested
 def _maps_rows(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Anonymous):
         name = node.name.lower()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
-from lakeward.query.trino.calls import call, kind_of, nested
+from lakeward.query.trino.calls import call, kind_of
 
 MACROS: list[str] = []
 REFUSED: dict[str, str] = {}
@@ -50,7 +50,6 @@ def _columns_of(args: list[exp.Expr], count: int) -> list[exp.Expr]:
     return columns
 
 
-@nested
 def _unnest(node: exp.Expr) -> exp.Expr:
     if not isinstance(node, exp.Unnest) or not isinstance(node.parent, exp.From | exp.Join):
         return node
