@@ -20,6 +20,10 @@ from lakeward.errors import InvalidRequest
 from lakeward.query.trino.calls import call, kind_of
 
 _HAS_NULL = "list_position({0}, NULL) IS NOT NULL"
+_STEP_DIRECTION = (
+    "sequence stop value should be greater than or equal to start value if step is greater "
+    "than zero otherwise stop should be less than or equal to start"
+)
 
 MACROS: list[str] = [
     "CREATE MACRO trino_array_subscript(a, i) AS CASE"
@@ -37,16 +41,20 @@ MACROS: list[str] = [
     # The first occurrence of each element, NULL included, in order.
     "CREATE MACRO trino_array_distinct(a) AS list_filter(a, lambda e, i: list_position(a, e) = i)",
     "CREATE MACRO trino_array_union(a, b) AS trino_array_distinct(list_concat(a, b))",
-    "CREATE MACRO trino_array_intersect(a, b) AS"
+    # Trino walks the longer array (the first when they are as long), keeping its order.
+    "CREATE MACRO trino_array_intersect_in_order(a, b) AS"
     " list_filter(trino_array_distinct(a), lambda e: list_position(b, e) IS NOT NULL)",
-    "CREATE MACRO trino_array_except(a, b) AS"
-    " list_filter(trino_array_distinct(a), lambda e: list_position(b, e) IS NULL)",
+    "CREATE MACRO trino_array_intersect(a, b) AS CASE WHEN len(a) < len(b)"
+    " THEN trino_array_intersect_in_order(b, a) ELSE trino_array_intersect_in_order(a, b) END",
+    # Trino gives the first array back as it is, repeats kept, when the second is empty.
+    "CREATE MACRO trino_array_except(a, b) AS CASE WHEN len(b) = 0 THEN a"
+    " ELSE list_filter(trino_array_distinct(a), lambda e: list_position(b, e) IS NULL) END",
     f"CREATE MACRO trino_array_max(a) AS CASE WHEN {_HAS_NULL.format('a')} THEN NULL"
     " ELSE list_max(a) END",
     f"CREATE MACRO trino_array_min(a) AS CASE WHEN {_HAS_NULL.format('a')} THEN NULL"
     " ELSE list_min(a) END",
     "CREATE MACRO trino_arrays_overlap(a, b) AS CASE WHEN a IS NULL OR b IS NULL THEN NULL"
-    " WHEN list_has_any(a, b) THEN true"
+    " WHEN len(a) = 0 OR len(b) = 0 THEN false WHEN list_has_any(a, b) THEN true"
     f" WHEN {_HAS_NULL.format('a')} OR {_HAS_NULL.format('b')} THEN NULL ELSE false END",
     "CREATE MACRO trino_slice(a, s, n) AS CASE"
     " WHEN s = 0 THEN error('SQL array indices start at 1')"
@@ -56,24 +64,37 @@ MACROS: list[str] = [
     " ELSE list_slice(a, len(a) + s + 1, len(a) + s + n) END",
     "CREATE MACRO trino_sequence_check(a, b, s) AS CASE"
     " WHEN s = 0 THEN error('step must not be zero')"
-    " WHEN a < b AND s < 0 THEN error("
-    "'sequence stop value should be greater than or equal to start value if step is greater "
-    "than zero otherwise stop should be less than or equal to start')"
-    " WHEN a > b AND s > 0 THEN error("
-    "'sequence stop value should be greater than or equal to start value if step is greater "
-    "than zero otherwise stop should be less than or equal to start')"
+    f" WHEN (a < b AND s < 0) OR (a > b AND s > 0) THEN error('{_STEP_DIRECTION}')"
     " WHEN (b - a) // s >= 10000 THEN error("
     "'result of sequence function must not have more than 10000 entries')"
     " ELSE generate_series(a, b, s) END",
+    "CREATE MACRO trino_interval_months(s) AS datepart('year', s) * 12 + datepart('month', s)",
+    # Trino steps by months from the start each time (Jan 31, Feb 29, Mar 31), not cumulatively.
+    "CREATE MACRO trino_sequence_months(a, b, m) AS CASE"
+    " WHEN m = 0 THEN error('step must not be zero')"
+    f" WHEN (m > 0 AND b < a) OR (m < 0 AND b > a) THEN error('{_STEP_DIRECTION}')"
+    " WHEN date_sub('month', a, b) // m >= 10000 THEN error("
+    "'result of sequence function must not have more than 10000 entries')"
+    " ELSE list_transform(range(date_sub('month', a, b) // m + 1), lambda i: a + to_months(i * m))"
+    " END",
+    "CREATE MACRO trino_sequence_dates(a, b, s) AS CASE"
+    " WHEN trino_interval_months(s) <> 0 THEN list_transform("
+    "trino_sequence_months(a, b, trino_interval_months(s)), lambda d: CAST(d AS DATE))"
+    " WHEN epoch(s) % 86400 <> 0 THEN error("
+    "'sequence step must be a day interval if start and end values are dates')"
+    " ELSE list_transform(trino_sequence_check(0, b - a, CAST(epoch(s) // 86400 AS BIGINT)),"
+    " lambda i: a + CAST(i AS INTEGER)) END",
     "CREATE MACRO trino_sequence"
     "(a BIGINT, b BIGINT) AS trino_sequence_check(a, b, CASE WHEN a <= b THEN 1 ELSE -1 END),"
     " (a BIGINT, b BIGINT, s BIGINT) AS trino_sequence_check(a, b, s),"
-    " (a DATE, b DATE) AS list_transform(generate_series(CAST(a AS TIMESTAMP),"
-    " CAST(b AS TIMESTAMP), to_days(CASE WHEN a <= b THEN 1 ELSE -1 END)),"
-    " lambda d: CAST(d AS DATE)),"
-    " (a DATE, b DATE, s INTERVAL) AS list_transform(generate_series(CAST(a AS TIMESTAMP),"
-    " CAST(b AS TIMESTAMP), s), lambda d: CAST(d AS DATE)),"
-    " (a TIMESTAMP, b TIMESTAMP, s INTERVAL) AS generate_series(a, b, s)",
+    " (a DATE, b DATE) AS trino_sequence_dates(a, b, to_days(CASE WHEN a <= b THEN 1 ELSE -1 END)),"
+    " (a DATE, b DATE, s INTERVAL) AS trino_sequence_dates(a, b, s),"
+    " (a TIMESTAMP, b TIMESTAMP, s INTERVAL) AS CASE WHEN trino_interval_months(s) <> 0"
+    " THEN trino_sequence_months(a, b, trino_interval_months(s))"
+    " WHEN to_microseconds(0) = s THEN error('step must not be zero')"
+    f" WHEN (s > to_microseconds(0) AND b < a) OR (s < to_microseconds(0) AND b > a)"
+    f" THEN error('{_STEP_DIRECTION}')"
+    " ELSE generate_series(a, b, s) END",
     "CREATE MACRO trino_repeat(x, n) AS CASE"
     " WHEN n < 0 THEN error('count argument of repeat function must be greater than or equal to 0')"
     " WHEN n > 10000 THEN error("
