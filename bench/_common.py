@@ -111,6 +111,20 @@ def process_table() -> dict[int, tuple[int, int]]:
     return table
 
 
+def tree_cpu(root: int) -> float:
+    """CPU seconds used so far by a process and its live descendants (a server's
+    supervisor and its worker processes)."""
+    table = process_table()
+    members, changed = {root}, True
+    while changed:
+        changed = False
+        for pid, (parent, _ticks) in table.items():
+            if parent in members and pid not in members:
+                members.add(pid)
+                changed = True
+    return sum(table[pid][1] for pid in members if pid in table) / TICK
+
+
 def other_benchmarks(pattern: str) -> list[str]:
     """Command lines of running processes that match ``pattern`` (``pgrep -af``)."""
     found = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True, check=False)

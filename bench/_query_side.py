@@ -18,7 +18,8 @@ Workloads:
 - analytic: joins, windows and aggregates over the covid tables that take
   50 ms - 2 s in DuckDB alone, boto3 polled every 20 ms, results of one page.
 
-The server's CPU per query is read from /proc for each server process.
+The server's CPU per query is read from /proc for each server's process tree (its
+supervisor and workers).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from _common import free_port, percentile, say
+from _common import free_port, percentile, say, tree_cpu
 
 CATALOG = "demo_hive_metastore.default"
 SMALL = (
@@ -121,13 +122,6 @@ class Figures:
 
     def p50(self, key: str) -> float:
         return percentile(self.times[key], 50)
-
-
-def process_cpu(pid: int) -> float:
-    """CPU seconds used so far by a process and its children that ended."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = sum(int(f) for f in fields[11:15])
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def export(revision: str, repo: Path) -> tuple[str, Path]:
@@ -251,11 +245,11 @@ def measure(
         floor(sql)
         figures.add(f"{key}@duckdb", time.perf_counter() - start)
         for server in servers:
-            used = process_cpu(server.pid)
+            used = tree_cpu(server.pid)
             start = time.perf_counter()
             rows = run_query(clients[server.name], sql, poll)
             figures.add(f"{key}@{server.name}", time.perf_counter() - start)
-            cpu[server.name] += process_cpu(server.pid) - used
+            cpu[server.name] += tree_cpu(server.pid) - used
             assert rows == expected, (server.name, rows, expected)
     for name, seconds in cpu.items():
         figures.cpu[f"{key}@{name}"] = seconds / runs

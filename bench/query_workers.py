@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import percentile, process_table, say  # noqa: E402
+from bench._common import percentile, say, tree_cpu  # noqa: E402
 
 SMALL_QUERY = (
     "SELECT country, sum(confirmed) AS confirmed "
@@ -48,7 +48,6 @@ SMALL_QUERY = (
     "WHERE date = DATE '2021-06-01' GROUP BY country ORDER BY confirmed DESC LIMIT 10"
 )
 DONE = ("SUCCEEDED", "FAILED", "CANCELLED")
-TICK = 100.0  # jiffies per second (os.sysconf("SC_CLK_TCK") on Linux)
 
 
 @dataclass
@@ -124,18 +123,6 @@ def _client(args: tuple[dict[str, str], float, float]) -> dict[str, Any]:
     return asdict(run)
 
 
-def _tree_jiffies(root: int) -> int:
-    table = process_table()
-    members, changed = {root}, True
-    while changed:
-        changed = False
-        for pid, (parent, _ticks) in table.items():
-            if parent in members and pid not in members:
-                members.add(pid)
-                changed = True
-    return sum(table[pid][1] for pid in members if pid in table)
-
-
 def restart_server(data_dir: Path, workers: int | None) -> tuple[Any, int]:
     """The stack's server, restarted with ``workers``; (settings, supervisor pid)."""
     from lakeward.config import load_settings
@@ -206,13 +193,13 @@ def measure(data_dir: Path, workers: int, clients: int, duration: float, kill: b
         pending = pool.map_async(_client, [(config, start_at, start_at + duration)] * clients)
         while time.time() < start_at:
             time.sleep(0.01)
-        jiffies = _tree_jiffies(supervisor)
+        cpu_before = tree_cpu(supervisor)
         killing: dict[str, Any] = {}
         killer = threading.Thread(target=kill_one, args=(settings, duration / 2, killing))
         if kill:
             killer.start()
         runs = [ClientRun(**r) for r in pending.get()]
-        server_cpu = (_tree_jiffies(supervisor) - jiffies) / TICK
+        server_cpu = tree_cpu(supervisor) - cpu_before
         if kill:
             killer.join()
     latencies = [t for r in runs for t in r.latencies]
