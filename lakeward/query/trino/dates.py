@@ -125,6 +125,36 @@ def strftime_of_joda(pattern: str, function: str) -> str:
     return "".join(out)
 
 
+# date_format's and date_parse's MySQL specifiers, as sqlglot has already rewritten them
+# into strftime's (%i is %M, %W is %A, %u is %W, ...): those strftime prints alike.
+_MYSQL_KEPT = {"%a", "%b", "%-m", "%d", "%-d", "%H", "%I", "%M", "%j", "%-H", "%-I", "%B"}
+_MYSQL_KEPT |= {"%m", "%p", "%S", "%Y", "%y", "%%", "%A", "%G", "%f"}
+# Specifiers Trino does not support (it fails on them), by their rewritten form.
+_MYSQL_UNSUPPORTED = {"%W": "%u", "%U": "%U", "%D": "%D", "%V": "%V", "%w": "%w", "%X": "%X"}
+_STRFTIME_TOKEN = re.compile(r"%-?.|[^%]+", re.DOTALL)
+
+
+def _mysql_format(node: exp.Expr, function: str, parsing: bool) -> exp.Expr:
+    """The format of date_format or date_parse in DuckDB's strftime and strptime terms."""
+    text = literal_text(node.args.get("format"), function, "format")
+    out = []
+    for token in _STRFTIME_TOKEN.findall(text):
+        if not token.startswith("%") or token in _MYSQL_KEPT:
+            # Trino keeps milliseconds: its %f prints them and three zeros.
+            out.append("%g000" if token == "%f" and not parsing else token)
+        elif token in _MYSQL_UNSUPPORTED:
+            raise InvalidRequest(
+                f"{function}: the specifier {_MYSQL_UNSUPPORTED[token]} is not supported"
+            )
+        elif token == "%v" and not parsing:  # week of the year, Monday first: ISO's
+            out.append("%V")
+        elif token == "%v":
+            raise InvalidRequest(f"{function}: parsing the specifier %v is not supported")
+        else:  # Trino prints the letter of any other specifier as it is
+            out.append(token[-1].replace("%", "%%"))
+    return exp.Literal.string("".join(out))
+
+
 def _unit(node: exp.Expr, function: str) -> exp.Expr:
     return exp.Literal.string(literal_text(node.args.get("unit"), function, "unit").lower())
 
@@ -162,6 +192,10 @@ def _dates(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.AtTimeZone):
         _utc_only(node.args.get("zone"), "AT TIME ZONE")
         return exp.cast(node.this, exp.DataType.build("TIMESTAMPTZ"))
+    if isinstance(node, exp.TimeToStr):
+        return call("strftime", node.this, _mysql_format(node, "date_format", parsing=False))
+    if isinstance(node, exp.StrToTime):
+        return call("strptime", node.this, _mysql_format(node, "date_parse", parsing=True))
     if isinstance(node, exp.ParseDatetime):
         fmt = literal_text(node.args.get("format"), "parse_datetime", "pattern")
         parsing = strftime_of_joda(fmt, "parse_datetime").replace("%-", "%")
