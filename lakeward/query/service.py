@@ -417,7 +417,8 @@ class QueryService(MetadataOperations):
                 # Asked before the engine was known (resolving, loading it): the interrupt
                 # had nothing to reach, so the query must not start now.
                 raise QueryFailed("stopped before the engine started")
-            sql = to_engine_sql(target, engine.dialect, engine.table_name)
+            columns = {t.ref: [*t.columns, *t.partition_keys] for t in tables}
+            sql = to_engine_sql(target, engine.dialect, engine.table_name, columns)
             if statement.kind == "explain":
                 sql = f"EXPLAIN {sql}"
             limits = Limits(memory_limit="1GB", spill_directory=str(self._spill))

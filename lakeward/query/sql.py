@@ -14,7 +14,7 @@ only as opaque commands, so a small strict reader below parses them from tokens.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import ClassVar, Literal, NoReturn
@@ -30,8 +30,10 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from lakeward.errors import InvalidRequest
+from lakeward.metastore.client import Column
 from lakeward.query import trino
 from lakeward.query.model import StatementType, TableRef
+from lakeward.query.trino import spark as trino_on_spark
 
 StatementKind = Literal[
     "select",
@@ -115,12 +117,21 @@ def parse_statement(
     raise InvalidRequest(f"{first} statements are not allowed: {_ALLOWED}")
 
 
-def to_engine_sql(statement: Statement, dialect: str, table_name: Callable[[TableRef], str]) -> str:
-    """The select (or explained select) in ``dialect``, each table named by ``table_name``."""
+def to_engine_sql(
+    statement: Statement,
+    dialect: str,
+    table_name: Callable[[TableRef], str],
+    columns: Mapping[TableRef, Sequence[Column]] | None = None,
+) -> str:
+    """The select (or explained select) in ``dialect``, each table named by ``table_name``;
+    ``columns``: the stored tables' columns, which the Spark translation checks types with."""
     target = statement.explained or statement
     if target._ast is None:
         raise InvalidRequest(f"{statement.kind} is answered from the metastore, not by an engine")
     tree = target._ast.copy()
+    if dialect == "spark":
+        types = {ref: trino_on_spark.column_types(cols) for ref, cols in (columns or {}).items()}
+        tree = trino_on_spark.to_spark(tree, types)
     # parse_statement qualified every real table; an unqualified name is a CTE reference.
     tables = [t for t in tree.find_all(exp.Table) if t.args.get("catalog")]
     bare_names = [t.name for t in tables if not t.alias]
@@ -148,6 +159,8 @@ def check_translatable(statement: Statement, engine: str) -> None:
     target = statement.explained or statement
     if target._ast is not None and engine == "duckdb":
         trino.to_duckdb(target._ast.copy())
+    elif target._ast is not None and engine == "spark":
+        trino_on_spark.check(target._ast.copy())
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,19 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+SQL_CONF = {
+    # A second wall behind the SQL front: no `parquet.`/path` tables.
+    "spark.sql.runSQLOnFiles": "false",
+    # Closer to Trino (query/trino/spark.py lists what is checked): overflow and bad casts
+    # fail instead of wrapping or giving NULL; TIMESTAMP '...' is a timestamp without a
+    # time zone; a decimal result keeps its scale rather than losing digits silently.
+    "spark.sql.ansi.enabled": "true",
+    "spark.sql.timestampType": "TIMESTAMP_NTZ",
+    "spark.sql.decimalOperations.allowPrecisionLoss": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
 class SparkEngine(Engine):
     name = "spark"
     dialect = "spark"
@@ -40,9 +53,10 @@ class SparkEngine(Engine):
             if self._session is None:
                 from lakeward.spark import build_session
 
-                self._session = build_session(self.settings, "lakeward-sql")
-                # A second wall behind the SQL front: no `parquet.`/path` tables.
-                self._session.conf.set("spark.sql.runSQLOnFiles", "false")
+                # A session of its own (the SparkContext is shared): its settings stay its own.
+                self._session = build_session(self.settings, "lakeward-sql").newSession()
+                for key, value in SQL_CONF.items():
+                    self._session.conf.set(key, value)
             return self._session
 
     def table_name(self, ref: TableRef) -> str:

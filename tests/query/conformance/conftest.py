@@ -12,7 +12,9 @@ from lakeward.query.service import QueryService
 from tests.query.conformance.suite import Runner, counts, summary
 
 PROPERTY = "conformance"
-_outcomes: list[tuple[str, str]] = []
+SPARK_PROPERTY = "conformance-spark"
+_ENGINES = {PROPERTY: "duckdb", SPARK_PROPERTY: "spark"}
+_outcomes: dict[str, list[tuple[str, str]]] = {name: [] for name in _ENGINES}
 
 
 @pytest.fixture(scope="session")
@@ -29,12 +31,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Reports reach the controlling process also under xdist, with their properties.
     if report.when == "call":
         for name, value in report.user_properties:
-            if name == PROPERTY:
+            if name in _outcomes:
                 area, status = str(value).split("|")
-                _outcomes.append((area, status))
+                _outcomes[name].append((area, status))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _outcomes:
-        terminalreporter.section("Athena conformance (duckdb): cases per area")
-        terminalreporter.write_line(summary(counts(_outcomes)))
+    for name, engine in _ENGINES.items():
+        if _outcomes[name]:
+            terminalreporter.section(f"Athena conformance ({engine}): cases per area")
+            terminalreporter.write_line(summary(counts(_outcomes[name])))

@@ -142,15 +142,18 @@ def expected_type(text: str) -> str:
 
 
 class Runner:
-    """Runs cases through ``service`` (its default workgroup's engine), one at a time."""
+    """Runs cases through ``service`` on ``workgroup``'s engine (None: the default), one by one."""
 
-    def __init__(self, service: QueryService, timeout: float = 60) -> None:
+    def __init__(
+        self, service: QueryService, timeout: float = 60, workgroup: str | None = None
+    ) -> None:
         self.service = service
         self.timeout = timeout
+        self.workgroup = workgroup
 
     def run(self, case: Case) -> Outcome:
         try:
-            execution_id = self.service.start_query_execution(case.sql)
+            execution_id = self.service.start_query_execution(case.sql, workgroup=self.workgroup)
         except InvalidRequest as refused:
             if case.error is not None:
                 return Outcome(case, "passed", error=refused.message, why="both fail")

@@ -1,0 +1,667 @@
+"""Athena's (Trino's) semantics on Spark: what Spark answers as Trino would, and nothing else.
+
+Spark SQL and Trino differ in many small ways (``7 / 2`` is 3.5 in Spark and 3
+in Trino; ``CAST(2.5 AS integer)`` truncates in Spark and rounds in Trino;
+``length`` is an ``int`` in Spark and a ``bigint`` in Trino), so a list of what
+differs would never be complete. This module is the other list: the query
+constructs, operators and functions whose Spark translation gives Trino's
+answer for the operand types at hand, each checked by the conformance suite
+(tests/query/conformance). A query using anything else is refused before it
+runs, with an error naming the first construct not on the list.
+
+The checks need the Trino type of each operand, so the query is typed here
+from its literals, casts, derived tables (VALUES, subqueries, CTEs) and the
+stored tables' columns. Those columns are known only once the query runs (its
+tables resolved and the caller's access to them checked): when the query is
+started, what depends on them is let through, and checked when it runs.
+
+The Spark session runs with ANSI mode (overflow and bad casts fail, as in
+Trino, instead of wrapping or giving NULL) in UTC (``engines/spark.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from lakeward.errors import InvalidRequest
+from lakeward.metastore.client import Column
+from lakeward.query.model import TableRef
+from lakeward.query.types import athena_type_of_hive
+
+# Trino's types, by name; None stands for a type not known (yet), or not checked here.
+Type = str | None
+# The stored tables' columns and their types, once the query's tables are resolved.
+TableColumns = Mapping[TableRef, Mapping[str, Type]]
+
+_INTEGERS = ("tinyint", "smallint", "integer", "bigint")
+_NUMBERS = (*_INTEGERS, "decimal", "double")
+_INT_RANGE = {"integer": 2**31, "bigint": 2**63}
+_SPARK_INTEGER = {
+    "tinyint": "TINYINT",
+    "smallint": "SMALLINT",
+    "integer": "INT",
+    "bigint": "BIGINT",
+}
+
+_DATA_TYPES = {
+    exp.DataType.Type.TINYINT: "tinyint",
+    exp.DataType.Type.SMALLINT: "smallint",
+    exp.DataType.Type.INT: "integer",
+    exp.DataType.Type.BIGINT: "bigint",
+    exp.DataType.Type.DOUBLE: "double",
+    exp.DataType.Type.DECIMAL: "decimal",
+    exp.DataType.Type.VARCHAR: "varchar",
+    exp.DataType.Type.BOOLEAN: "boolean",
+    exp.DataType.Type.DATE: "date",
+}
+
+# Literal texts both engines read the same way when cast to these types.
+_CANONICAL = {
+    "tinyint": re.compile(r"-?[0-9]+"),
+    "smallint": re.compile(r"-?[0-9]+"),
+    "integer": re.compile(r"-?[0-9]+"),
+    "bigint": re.compile(r"-?[0-9]+"),
+    "date": re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"),
+    "boolean": re.compile(r"true|false", re.IGNORECASE),
+}
+
+# The meta key marking a ``/`` on integers with its result type, for the rewrite.
+_INTEGER_DIVISION = "trino_integer_division"
+
+_OPERATORS = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+    exp.Neg: "unary -",
+    exp.DPipe: "||",
+    exp.EQ: "=",
+    exp.NEQ: "<>",
+    exp.GT: ">",
+    exp.GTE: ">=",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.NullSafeEQ: "IS NOT DISTINCT FROM",
+    exp.NullSafeNEQ: "IS DISTINCT FROM",
+}
+# Clauses by the words a user writes, where sqlglot's names differ.
+_CLAUSES = {"sample": "TABLESAMPLE", "laterals": "LATERAL", "windows": "WINDOW"}
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+
+
+def _refuse(what: str, why: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"{what} is not supported on the Spark engine: {why}; run the query in a DuckDB workgroup"
+    )
+
+
+def _name(node: exp.Expr) -> str:
+    """How a refusal names a construct: the Trino function name, the operator, or the clause."""
+    for kind, symbol in _OPERATORS.items():
+        if isinstance(node, kind):
+            return f"operator {symbol}"
+    if isinstance(node, exp.Window):
+        return f"window function {_name(node.this).removeprefix('function ')}"
+    if isinstance(node, (exp.Anonymous, exp.AnonymousAggFunc)):
+        return f"function {str(node.name).lower()}"
+    if isinstance(node, exp.Func):
+        return f"function {str(node.sql_name()).lower()}"
+    return node.key.upper().replace("_", " ")
+
+
+def _is_integer(t: Type) -> bool:
+    return t in _INTEGERS
+
+
+def _is_number(t: Type) -> bool:
+    return t in _NUMBERS
+
+
+def _wider_integer(a: str, b: str) -> str:
+    return max(a, b, key=_INTEGERS.index)
+
+
+def _common(types: Iterable[Type], node: exp.Expr) -> Type:
+    """The type Trino gives values of these types together (CASE branches, VALUES rows)."""
+    found: str = "unknown"
+    for t in types:
+        if t is None:
+            return None
+        if t == "unknown" or t == found:
+            continue
+        if found == "unknown":
+            found = t
+        elif _is_integer(found) and _is_integer(t):
+            found = _wider_integer(found, t)
+        elif _is_number(found) and _is_number(t):
+            found = "double" if "double" in (found, t) else "decimal"
+        else:
+            raise _refuse(_name(node), f"values of types {found} and {t} are mixed")
+    return found
+
+
+@dataclass
+class _Scope:
+    """The columns a SELECT can name: per source alias, the column names and their types."""
+
+    sources: dict[str, dict[str, Type]] = field(default_factory=dict)
+    ctes: dict[str, list[tuple[str, Type]]] = field(default_factory=dict)
+    # Sources whose columns are not known yet (a stored table, before the query runs).
+    opaque: set[str] = field(default_factory=set)
+
+    def column(self, node: exp.Column) -> Type:
+        name = node.name.lower()
+        table = node.table.lower()
+        if table:
+            if table in self.opaque:
+                return None
+            return self.sources.get(table, {}).get(name)
+        found = [cols[name] for cols in self.sources.values() if name in cols]
+        return found[0] if len(found) == 1 and not self.opaque else None
+
+
+class _Checker:
+    """Types a Trino query bottom-up, refusing what Spark would answer differently."""
+
+    def __init__(self, tables: TableColumns | None) -> None:
+        # None: the stored tables' columns are not known yet; what needs them waits.
+        self.tables = tables
+
+    def unknown(self, what: str, types: Iterable[Type]) -> bool:
+        """Whether a check must wait for types not known yet; refuses if they never will be."""
+        types = list(types)
+        if None not in types:
+            return False
+        if self.tables is None:
+            return True
+        shown = " and ".join(t or "a type not checked" for t in types)
+        raise _refuse(what, f"on {shown}")
+
+    # --- queries ----------------------------------------------------------------------------
+
+    def query(self, node: exp.Expr, outer: _Scope | None = None) -> list[tuple[str, Type]]:
+        """The output columns (name, type) of a query node."""
+        ctes = dict(outer.ctes) if outer else {}
+        with_ = node.args.get("with_")
+        if isinstance(with_, exp.With):
+            if with_.args.get("recursive"):
+                raise _refuse("WITH RECURSIVE", "not checked against Trino's answers")
+            for cte in with_.expressions:
+                columns = self.query(cte.this, _Scope(ctes=ctes))
+                aliases = [c.name for c in cte.args["alias"].columns]
+                if aliases:
+                    columns = [(n, t) for n, (_, t) in zip(aliases, columns, strict=False)]
+                ctes[cte.alias.lower()] = columns
+        if isinstance(node, exp.Subquery):
+            return self.query(node.this, _Scope(ctes=ctes))
+        if isinstance(node, exp.SetOperation):
+            if isinstance(node, (exp.Intersect, exp.Except)) and not node.args.get("distinct"):
+                raise _refuse(_name(node) + " ALL", "not checked against Trino's answers")
+            left = self.query(node.left, _Scope(ctes=ctes))
+            right = self.query(node.right, _Scope(ctes=ctes))
+            if len(left) != len(right):
+                raise _refuse(_name(node), "the queries have different numbers of columns")
+            self._order_limit(node, _Scope(ctes=ctes))
+            return [(n, _common([a, b], node)) for (n, a), (_, b) in zip(left, right, strict=True)]
+        if isinstance(node, exp.Values):
+            return self.values(node)
+        if isinstance(node, exp.Select):
+            return self.select(node, ctes)
+        raise _refuse(_name(node), "not checked against Trino's answers")
+
+    def values(self, node: exp.Values) -> list[tuple[str, Type]]:
+        rows = [r.expressions if isinstance(r, exp.Tuple) else [r] for r in node.expressions]
+        if len({len(r) for r in rows}) != 1:
+            raise _refuse("VALUES", "rows of different lengths")
+        scope = _Scope()
+        columns = list(zip(*[[self.type(v, scope) for v in row] for row in rows], strict=True))
+        names = [c.name for c in node.args["alias"].columns] if node.args.get("alias") else []
+        names += [f"_col{i}" for i in range(len(names), len(columns))]
+        return [(n, _common(ts, node)) for n, ts in zip(names, columns, strict=True)]
+
+    def select(
+        self, node: exp.Select, ctes: dict[str, list[tuple[str, Type]]]
+    ) -> list[tuple[str, Type]]:
+        allowed = {"expressions", "from_", "joins", "where", "group", "having", "order"}
+        allowed |= {"limit", "offset", "distinct", "with_"}
+        for key, value in node.args.items():
+            if value and key not in allowed:
+                what = _CLAUSES.get(key, key.upper().rstrip("_").replace("_", " "))
+                raise _refuse(what, "not checked against Trino's answers")
+        distinct = node.args.get("distinct")
+        if isinstance(distinct, exp.Distinct) and distinct.args.get("on"):
+            raise _refuse("DISTINCT ON", "Trino has no DISTINCT ON")
+        scope = _Scope(ctes=ctes)
+        if node.args.get("from_"):
+            self.source(node.args["from_"].this, scope)
+        for join in node.args.get("joins") or []:
+            if join.args.get("using") or join.method:
+                raise _refuse("JOIN USING or NATURAL", "not checked against Trino's answers")
+            self.source(join.this, scope)
+            if join.args.get("on"):
+                self.boolean(join.args["on"], scope)
+        for key in ("where", "having"):
+            if node.args.get(key):
+                self.boolean(node.args[key].this, scope)
+        group = node.args.get("group")
+        if group:
+            for key, value in group.args.items():
+                if value and key != "expressions":
+                    what = f"GROUP BY {key.upper().replace('_', ' ')}"
+                    raise _refuse(what, "not checked against Trino's answers")
+            for expression in group.expressions:
+                self.type(expression, scope)
+        columns: list[tuple[str, Type]] = []
+        for projection in node.expressions:
+            if isinstance(projection, exp.Star) or (
+                isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+            ):
+                table = projection.table.lower() if isinstance(projection, exp.Column) else ""
+                if scope.opaque and (not table or table in scope.opaque):
+                    columns.append(("*", None))  # columns known once the query runs
+                for alias, cols in scope.sources.items():
+                    if not table or table == alias:
+                        columns.extend(cols.items())
+                continue
+            columns.append((projection.alias_or_name, self.type(projection, scope)))
+        # ORDER BY may name the select's output columns.
+        ordering = _Scope(dict(scope.sources), ctes, set(scope.opaque))
+        ordering.sources[""] = dict(columns)
+        self._order_limit(node, ordering)
+        return columns
+
+    def _order_limit(self, node: exp.Expr, scope: _Scope) -> None:
+        order = node.args.get("order")
+        if order:
+            for ordered in order.expressions:
+                if not (isinstance(ordered.this, exp.Literal) and ordered.this.is_int):
+                    self.type(ordered.this, scope)
+        for key in ("limit", "offset"):
+            clause = node.args.get(key)
+            if clause is not None:
+                value = clause.args.get("expression") or clause.this
+                if not (isinstance(value, exp.Literal) and value.is_int):
+                    raise _refuse(key.upper(), "only a number of rows is checked")
+
+    def source(self, node: exp.Expr, scope: _Scope) -> None:
+        alias = node.alias.lower()
+        if isinstance(node, exp.Table):
+            if node.args.get("sample") or node.args.get("joins"):
+                raise _refuse("TABLESAMPLE", "not checked against Trino's answers")
+            name = node.name.lower()
+            if not node.args.get("db") and name in scope.ctes:
+                scope.sources[alias or name] = dict(scope.ctes[name])
+                if "*" in scope.sources[alias or name]:
+                    scope.opaque.add(alias or name)
+            elif self.tables is None:
+                scope.opaque.add(alias or name)
+            else:
+                ref = TableRef(node.catalog.lower(), node.db.lower(), name)
+                scope.sources[alias or name] = dict(self.tables.get(ref, {}))
+            return
+        if isinstance(node, (exp.Subquery, exp.Values)):
+            if node.args.get("sample"):
+                raise _refuse("TABLESAMPLE", "not checked against Trino's answers")
+            inner = node.this if isinstance(node, exp.Subquery) else node
+            columns = self.query(inner, _Scope(ctes=scope.ctes))
+            table_alias = node.args.get("alias")
+            names = [c.name for c in table_alias.columns] if table_alias else []
+            if any(n == "*" for n, _ in columns):
+                scope.opaque.add(alias)
+            elif names:
+                columns = [(n, t) for n, (_, t) in zip(names, columns, strict=False)]
+            scope.sources[alias] = {n.lower(): t for n, t in columns}
+            return
+        raise _refuse(_name(node), "not checked against Trino's answers")
+
+    # --- expressions ------------------------------------------------------------------------
+
+    def boolean(self, node: exp.Expr, scope: _Scope) -> None:
+        found = self.type(node, scope)
+        if not self.unknown(_name(node), [found]) and found not in ("boolean", "unknown"):
+            raise _refuse(_name(node), f"a condition of type {found}")
+
+    def type(self, node: exp.Expr, scope: _Scope) -> Type:
+        """The Trino type of an expression; refuses what is not on the list."""
+        handler = _EXPRESSIONS.get(type(node))
+        if handler is None:
+            raise _refuse(_name(node), "not checked against Trino's answers")
+        return handler(self, node, scope)
+
+    def operands(self, node: exp.Binary, scope: _Scope) -> tuple[Type, Type]:
+        return self.type(node.left, scope), self.type(node.right, scope)
+
+
+def _literal(_: _Checker, node: exp.Literal, __: _Scope) -> Type:
+    if node.is_string:
+        return "varchar"
+    text = node.this.lower()
+    if "e" in text:
+        return "double"
+    if "." in text:
+        return "decimal"
+    value = int(text)
+    for name, bound in _INT_RANGE.items():
+        if value < bound:
+            return name
+    raise _refuse(f"the number {text}", "beyond bigint")
+
+
+def _arithmetic(checker: _Checker, node: exp.Binary, scope: _Scope) -> Type:
+    left, right = checker.operands(node, scope)
+    symbol = _name(node)
+    if checker.unknown(symbol, [left, right]):
+        return None
+    if "unknown" in (left, right) and _is_number(left) | _is_number(right):
+        return left if right == "unknown" else right
+    if not (_is_number(left) and _is_number(right)):
+        raise _refuse(symbol, f"on operands of types {left} and {right}")
+    assert left is not None and right is not None
+    if _is_integer(left) and _is_integer(right):
+        if isinstance(node, exp.Div):
+            node.meta[_INTEGER_DIVISION] = _wider_integer(left, right)
+        return _wider_integer(left, right)
+    if "double" in (left, right):
+        if isinstance(node, (exp.Div, exp.Mod)) and not _nonzero_number(node.right):
+            # Trino's double division by zero is Infinity or NaN; Spark's is an error.
+            raise _refuse(symbol, "on doubles, unless dividing by a number other than zero")
+        return "double"
+    if isinstance(node, (exp.Div, exp.Mod, exp.Mul)) or left != right:
+        # Spark types an integer beside a decimal by its digits, Trino as decimal(10,0) or
+        # decimal(19,0); Spark's decimal product and quotient have other precisions.
+        raise _refuse(symbol, f"on {left} and {right} (Spark's result type is not Trino's)")
+    return "decimal"
+
+
+def _nonzero_number(node: exp.Expr) -> bool:
+    while isinstance(node, (exp.Neg, exp.Paren)):
+        node = node.this
+    return isinstance(node, exp.Literal) and not node.is_string and float(node.this) != 0
+
+
+def _negate(checker: _Checker, node: exp.Neg, scope: _Scope) -> Type:
+    found = checker.type(node.this, scope)
+    if checker.unknown(_name(node), [found]):
+        return None
+    if not (_is_number(found) or found == "unknown"):
+        raise _refuse(_name(node), f"on an operand of type {found}")
+    return found
+
+
+def _comparison(checker: _Checker, node: exp.Binary, scope: _Scope) -> Type:
+    _comparable(checker, [*checker.operands(node, scope)], node)
+    return "boolean"
+
+
+def _comparable(checker: _Checker, types: list[Type], node: exp.Expr) -> None:
+    # Trino refuses to compare a string with a number; Spark casts one to the other.
+    if checker.unknown(_name(node), types):
+        return
+    known = {("number" if _is_number(t) else t) for t in types if t != "unknown"}
+    if len(known) > 1:
+        raise _refuse(_name(node), f"on operands of types {' and '.join(map(str, types))}")
+
+
+def _logic(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    for operand in (node.args.get("this"), node.args.get("expression")):
+        if operand is not None:
+            checker.boolean(operand, scope)
+    return "boolean"
+
+
+def _cast(checker: _Checker, node: exp.Cast, scope: _Scope) -> Type:
+    target = node.to
+    found = checker.type(node.this, scope)
+    name = _DATA_TYPES.get(target.this)
+    if name is None or (target.expressions and name != "decimal"):
+        raise _refuse(f"CAST to {target.sql('trino')}", "not checked against Trino's answers")
+    if name == "decimal" and not target.expressions:
+        raise _refuse("DECIMAL without precision", "Spark reads it as decimal(10,0)")
+    if found == "unknown" or found == name and name != "decimal":
+        return name
+    if checker.unknown(f"CAST to {name}", [found]):
+        return name
+    source = node.this
+    literal = source.this if isinstance(source, exp.Literal) and source.is_string else None
+    if literal is not None and name in _CANONICAL and _CANONICAL[name].fullmatch(literal):
+        return name
+    if _is_integer(found) and (_is_number(name) or name == "varchar"):
+        return name
+    if found == "boolean" and name == "varchar":
+        return name
+    what = "TRY_CAST" if isinstance(node, exp.TryCast) else "CAST"
+    raise _refuse(f"{what} from {found} to {name}", "Spark's answer differs")
+
+
+def _column(_: _Checker, node: exp.Column, scope: _Scope) -> Type:
+    return scope.column(node)
+
+
+def _case(checker: _Checker, node: exp.Case, scope: _Scope) -> Type:
+    operand = node.args.get("this")
+    whens = node.args.get("ifs") or []
+    if operand is not None:
+        _comparable(
+            checker,
+            [checker.type(operand, scope), *(checker.type(w.this, scope) for w in whens)],
+            node,
+        )
+    else:
+        for when in whens:
+            checker.boolean(when.this, scope)
+    results = [checker.type(w.args["true"], scope) for w in whens]
+    if node.args.get("default") is not None:
+        results.append(checker.type(node.args["default"], scope))
+    return _common(results, node)
+
+
+def _if(checker: _Checker, node: exp.If, scope: _Scope) -> Type:
+    checker.boolean(node.this, scope)
+    if node.args.get("false") is None:  # Spark's IF needs the third argument
+        node.set("false", exp.Null())
+    return _common([checker.type(node.args[k], scope) for k in ("true", "false")], node)
+
+
+def _coalesce(checker: _Checker, node: exp.Coalesce, scope: _Scope) -> Type:
+    return _common([checker.type(a, scope) for a in [node.this, *node.expressions]], node)
+
+
+def _nullif(checker: _Checker, node: exp.Nullif, scope: _Scope) -> Type:
+    first, second = checker.type(node.this, scope), checker.type(node.expression, scope)
+    _comparable(checker, [first, second], node)
+    return first
+
+
+def _is(checker: _Checker, node: exp.Is, scope: _Scope) -> Type:
+    checker.type(node.this, scope)
+    if not isinstance(node.expression, exp.Null):
+        checker.boolean(node.this, scope)
+    return "boolean"
+
+
+def _between(checker: _Checker, node: exp.Between, scope: _Scope) -> Type:
+    types = [checker.type(node.args[k], scope) for k in ("this", "low", "high")]
+    _comparable(checker, types, node)
+    return "boolean"
+
+
+def _in(checker: _Checker, node: exp.In, scope: _Scope) -> Type:
+    if node.args.get("query") is not None or node.args.get("unnest") is not None:
+        raise _refuse("IN (subquery)", "not checked against Trino's answers")
+    _comparable(checker, [checker.type(e, scope) for e in [node.this, *node.expressions]], node)
+    return "boolean"
+
+
+def _same(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    return checker.type(node.this, scope)
+
+
+def _alias(checker: _Checker, node: exp.Alias, scope: _Scope) -> Type:
+    return checker.type(node.this, scope)
+
+
+def _string_function(checker: _Checker, node: exp.Func, scope: _Scope) -> Type:
+    for argument in node.iter_expressions():
+        found = checker.type(argument, scope)
+        if not checker.unknown(_name(node), [found]) and found not in ("varchar", "unknown"):
+            raise _refuse(_name(node), f"on an argument of type {found}")
+    return "varchar"
+
+
+def _length(checker: _Checker, node: exp.Length, scope: _Scope) -> Type:
+    _string_function(checker, node, scope)
+    return "bigint"
+
+
+def _count(checker: _Checker, node: exp.Count, scope: _Scope) -> Type:
+    argument = node.this
+    if isinstance(argument, exp.Distinct):
+        for e in argument.expressions:
+            checker.type(e, scope)
+    elif argument is not None and not isinstance(argument, exp.Star):
+        checker.type(argument, scope)
+    return "bigint"
+
+
+def _sum(checker: _Checker, node: exp.Sum, scope: _Scope) -> Type:
+    found = _aggregated(checker, node, scope)
+    if checker.unknown(_name(node), [found]):
+        return None
+    if _is_integer(found):
+        return "bigint"
+    if found in ("double", "unknown"):
+        return found
+    raise _refuse(_name(node), f"of type {found}")
+
+
+def _avg(checker: _Checker, node: exp.Avg, scope: _Scope) -> Type:
+    found = _aggregated(checker, node, scope)
+    if checker.unknown(_name(node), [found]):
+        return None
+    if _is_integer(found) or found == "double":
+        return "double"
+    raise _refuse(_name(node), f"of type {found}")
+
+
+def _min_max(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    if node.expressions:  # Spark's two-argument min/max is not Trino's
+        raise _refuse(_name(node), "with more than one argument")
+    return _aggregated(checker, node, scope)
+
+
+def _aggregated(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    argument = node.this
+    if isinstance(argument, exp.Distinct):
+        raise _refuse(f"{_name(node)}(DISTINCT ...)", "not checked against Trino's answers")
+    return checker.type(argument, scope)
+
+
+def _abs(checker: _Checker, node: exp.Abs, scope: _Scope) -> Type:
+    found = checker.type(node.this, scope)
+    if checker.unknown(_name(node), [found]):
+        return None
+    if not (_is_integer(found) or found in ("double", "unknown")):
+        raise _refuse(_name(node), f"of type {found}")
+    return found
+
+
+def _subquery(checker: _Checker, node: exp.Subquery, scope: _Scope) -> Type:
+    columns = checker.query(node.this, scope)
+    if len(columns) != 1:
+        raise _refuse("a scalar subquery", "it must have one column")
+    return columns[0][1]
+
+
+_EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
+    exp.Literal: _literal,
+    exp.Null: lambda *_: "unknown",
+    exp.Boolean: lambda *_: "boolean",
+    exp.Column: _column,
+    exp.Alias: _alias,
+    exp.Paren: _same,
+    exp.Add: _arithmetic,
+    exp.Sub: _arithmetic,
+    exp.Mul: _arithmetic,
+    exp.Div: _arithmetic,
+    exp.Mod: _arithmetic,
+    exp.Neg: _negate,
+    **{c: _comparison for c in _COMPARISONS},
+    exp.And: _logic,
+    exp.Or: _logic,
+    exp.Not: _logic,
+    exp.Is: _is,
+    exp.Between: _between,
+    exp.In: _in,
+    exp.Cast: _cast,
+    exp.TryCast: _cast,
+    exp.Case: _case,
+    exp.If: _if,
+    exp.Coalesce: _coalesce,
+    exp.Nullif: _nullif,
+    exp.Upper: _string_function,
+    exp.Lower: _string_function,
+    exp.DPipe: _string_function,
+    exp.Length: _length,
+    exp.Count: _count,
+    exp.Sum: _sum,
+    exp.Avg: _avg,
+    exp.Min: _min_max,
+    exp.Max: _min_max,
+    exp.Abs: _abs,
+    exp.Subquery: _subquery,
+}
+
+
+# --- the rewrite --------------------------------------------------------------------------
+
+
+def check(tree: exp.Expr) -> None:
+    """Refuse, when a query is started, what Spark would not answer as Trino does.
+
+    What depends on the stored tables' columns is checked by ``to_spark`` when it runs.
+    """
+    _Checker(None).query(tree)
+
+
+def to_spark(tree: exp.Expr, tables: TableColumns) -> exp.Expr:
+    """The Trino tree (a copy the caller owns, tables not yet renamed), checked against the
+    stored tables' columns and rewritten for Spark SQL; refusals raise InvalidRequest."""
+    _Checker(tables).query(tree)
+    for division in list(tree.find_all(exp.Div)):
+        width = division.meta.get(_INTEGER_DIVISION)
+        if width:  # Spark's DIV truncates toward zero as Trino does, and gives a bigint
+            quotient = exp.IntDiv(this=division.left, expression=division.right)
+            division.replace(exp.Cast(this=quotient, to=exp.DataType.build(_SPARK_INTEGER[width])))
+    return _name_columns(tree)
+
+
+def column_types(columns: Iterable[Column]) -> dict[str, Type]:
+    """A stored table's columns by lower-case name, with the Trino types checked here."""
+    checked = {*_NUMBERS, "varchar", "boolean", "date"}
+    found = {}
+    for column in columns:
+        name = athena_type_of_hive(column.type).name
+        found[column.name.lower()] = name if name in checked else None
+    return found
+
+
+def _name_columns(tree: exp.Expr) -> exp.Expr:
+    """Athena names an unnamed result column ``_col<position>``; Spark names it by its text."""
+    select = tree
+    while isinstance(select, exp.SetOperation):
+        select = select.left
+    if isinstance(select, exp.Subquery):
+        return tree
+    if isinstance(select, exp.Select):
+        for position, projection in enumerate(select.expressions):
+            if isinstance(projection, exp.Star) or projection.is_star:
+                break
+            if not isinstance(projection, (exp.Alias, exp.Column)):
+                projection.replace(exp.alias_(projection.copy(), f"_col{position}", quoted=True))
+    return tree

@@ -1,0 +1,42 @@
+"""The suite's cases on the Spark engine: Athena's answer, or a refusal naming what is unsupported.
+
+One Spark session (the service's Spark engine over the session stack) answers every case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from lakeward.config import Settings
+from lakeward.query.model import WorkGroup
+from lakeward.query.service import QueryService
+from tests.query.conformance.conftest import SPARK_PROPERTY
+from tests.query.conformance.suite import Case, Runner, load_cases
+
+pytestmark = pytest.mark.spark
+
+CASES = load_cases()
+
+
+@pytest.fixture(scope="module")
+def spark_runner(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    # Its own state dir, over the session stack's metastore and lake.
+    settings = stack.model_copy(update={"data_dir": tmp_path_factory.mktemp("conformance-spark")})
+    settings = settings.model_copy(
+        update={"lake": stack.lake.model_copy(update={"root": stack.lake_root})}
+    )
+    service = QueryService(settings, owner=True)
+    service.put_work_group(WorkGroup(name="spark", engine="spark"))
+    yield Runner(service, workgroup="spark")
+    service.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_case_on_spark(spark_runner: Runner, case: Case, request: pytest.FixtureRequest) -> None:
+    outcome = spark_runner.run(case)
+    request.node.user_properties.append((SPARK_PROPERTY, f"{case.area}|{outcome.status}"))
+    if outcome.status == "refused":
+        print(outcome.report())  # counted, not failed: lakeward says what Spark cannot do
+    assert outcome.status != "wrong", outcome.report()

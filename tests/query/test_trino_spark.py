@@ -1,0 +1,61 @@
+"""The Spark translation's checks, without Spark: what is refused, named, and how / is rewritten.
+
+The answers themselves are the conformance suite's (tests/query/conformance, marker spark).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lakeward.errors import InvalidRequest
+from lakeward.metastore.client import Column
+from lakeward.query.model import TableRef
+from lakeward.query.sql import Statement, check_translatable, parse_statement, to_engine_sql
+
+DEATHS = TableRef("demo_hive_metastore", "default", "covid_deaths")
+COLUMNS = {DEATHS: [Column("country", "string"), Column("deaths", "int"), Column("lat", "double")]}
+
+
+def statement(sql: str) -> Statement:
+    return parse_statement(
+        sql, default_catalog=DEATHS.catalog, default_database="default", catalogs=[DEATHS.catalog]
+    )
+
+
+def spark_sql(sql: str) -> str:
+    return to_engine_sql(statement(sql), "spark", lambda r: f"`{r.database}`.`{r.table}`", COLUMNS)
+
+
+def test_integer_division_truncates_and_keeps_the_operands_type() -> None:
+    assert spark_sql("SELECT 7 / 2") == "SELECT CAST(7 DIV 2 AS INT) AS `_col0`"
+    assert spark_sql("SELECT x / 2 AS h FROM (VALUES BIGINT '5') t(x)") == (
+        "SELECT CAST(x DIV 2 AS BIGINT) AS h FROM VALUES (CAST('5' AS BIGINT)) AS t(x)"
+    )
+
+
+def test_a_stored_tables_columns_type_the_query_when_it_runs() -> None:
+    assert "CAST(deaths DIV 7 AS INT)" in spark_sql("SELECT deaths / 7 FROM covid_deaths")
+    # Started: the columns are not known yet, so nothing is refused...
+    check_translatable(statement("SELECT lat / 0 FROM covid_deaths"), "spark")
+    # ...run: a double divided by what may be zero is Infinity in Trino, an error in Spark.
+    with pytest.raises(InvalidRequest, match="operator / is not supported on the Spark engine"):
+        spark_sql("SELECT lat / 0 FROM covid_deaths")
+
+
+@pytest.mark.parametrize(
+    ("sql", "named"),
+    [
+        ("SELECT 1.5 / 2", "operator /"),
+        ("SELECT CAST(2.5 AS integer)", "CAST from decimal to integer"),
+        ("SELECT substr('abc', 0)", "function substring"),
+        ("SELECT transform(ARRAY[1], x -> x)", "function transform"),
+        ("SELECT '1' = 1", "operator ="),
+        ("SELECT row_number() OVER () FROM (VALUES 1) t(x)", "window function row_number"),
+        ("SELECT count(*) FROM (VALUES 1) t(x) TABLESAMPLE BERNOULLI (50)", "TABLESAMPLE"),
+        ("SELECT country FROM covid_deaths GROUP BY ROLLUP (country)", "ROLLUP"),
+    ],
+)
+def test_what_spark_would_answer_differently_is_refused_when_started(sql: str, named: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        check_translatable(statement(sql), "spark")
+    assert refused.value.message.startswith(f"{named} is not supported on the Spark engine")
