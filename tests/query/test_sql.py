@@ -8,6 +8,7 @@ import duckdb
 import pytest
 
 from lakeward.errors import InvalidRequest
+from lakeward.metastore.client import Column
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql import Statement, parse_statement, to_engine_sql
 from lakeward.query.trino import MACROS
@@ -81,8 +82,15 @@ def test_seed_query_runs_on_duckdb(duck: duckdb.DuckDBPyConnection) -> None:
     assert rows == [("Italy", 50), ("US", 100), ("United Kingdom", 30)]
 
 
+# The Spark translation checks operand types: the stored columns, as the metastore gives them.
+CASES_COLUMNS = {
+    CASES: [Column("country", "string"), Column("d", "date"), Column("c", "bigint")]
+    + [Column("a", "array<string>")]
+}
+
+
 def test_seed_query_in_spark_sql() -> None:
-    sql = to_engine_sql(parse(SEED), "spark", spark_name)
+    sql = to_engine_sql(parse(SEED), "spark", spark_name, CASES_COLUMNS)
     assert sql == (
         "SELECT * FROM `default`.`covid_confirmed_cases` WHERE country = 'US' OR country = "
         "'Italy' OR country = 'India' OR country = 'Brazil' OR country = 'Spain' OR country = "
@@ -403,19 +411,19 @@ def test_trino_query_over_a_table_runs_on_duckdb(duck: duckdb.DuckDBPyConnection
 
 def test_trino_functions_translate_for_spark() -> None:
     statement = parse(
-        "SELECT date_format(d, '%Y-%m-%d'), cardinality(a), approx_distinct(c) "
+        "SELECT substr(country, 2), date_add('month', 1, d), count_if(c > 1) "
         "FROM covid_confirmed_cases GROUP BY 1, 2"
     )
-    assert to_engine_sql(statement, "spark", spark_name) == (
-        "SELECT DATE_FORMAT(d, 'yyyy-MM-dd'), SIZE(a), APPROX_COUNT_DISTINCT(c) "
-        "FROM `default`.`covid_confirmed_cases` GROUP BY 1, 2"
+    assert to_engine_sql(statement, "spark", spark_name, CASES_COLUMNS) == (
+        "SELECT SUBSTRING(country, 2) AS `_col0`, ADD_MONTHS(d, 1) AS `_col1`, "
+        "COUNT_IF(c > 1) AS `_col2` FROM `default`.`covid_confirmed_cases` GROUP BY 1, 2"
     )
 
 
 def test_what_an_engine_cannot_run_is_refused() -> None:
-    statement = parse("SELECT try(cast(x AS integer)) FROM covid_confirmed_cases")
-    with pytest.raises(InvalidRequest, match="cannot run on spark"):
-        to_engine_sql(statement, "spark", spark_name)
+    statement = parse("SELECT try(cast(c AS integer)) FROM covid_confirmed_cases")
+    with pytest.raises(InvalidRequest, match="function try is not supported on the Spark engine"):
+        to_engine_sql(statement, "spark", spark_name, CASES_COLUMNS)
 
 
 def test_a_backslash_ending_a_string_stays_inside_it_in_spark_sql() -> None:

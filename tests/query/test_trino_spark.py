@@ -47,7 +47,7 @@ def test_a_stored_tables_columns_type_the_query_when_it_runs() -> None:
     [
         ("SELECT 1.5 / 2", "operator /"),
         ("SELECT CAST(2.5 AS integer)", "CAST from decimal to integer"),
-        ("SELECT substr('abc', 0)", "function substring"),
+        ("SELECT substr('abc', 0)", "function substr"),
         ("SELECT transform(ARRAY[1], x -> x)", "function transform"),
         ("SELECT '1' = 1", "operator ="),
         ("SELECT row_number() OVER () FROM (VALUES 1) t(x)", "window function row_number"),

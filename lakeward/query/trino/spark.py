@@ -67,11 +67,16 @@ _CANONICAL = {
     "integer": re.compile(r"-?[0-9]+"),
     "bigint": re.compile(r"-?[0-9]+"),
     "date": re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"),
+    "timestamp": re.compile(
+        r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,3})?"
+    ),
     "boolean": re.compile(r"true|false", re.IGNORECASE),
 }
 
-# The meta key marking a ``/`` on integers with its result type, for the rewrite.
+# Meta keys the check leaves on nodes for the rewrite: a ``/`` on integers with its result
+# type; a node whose Spark result type is not Trino's, with the type to cast it to.
 _INTEGER_DIVISION = "trino_integer_division"
+_CAST_TO = "trino_cast_to"
 
 _OPERATORS = {
     exp.Add: "+",
@@ -108,10 +113,16 @@ def _name(node: exp.Expr) -> str:
             return f"operator {symbol}"
     if isinstance(node, exp.Window):
         return f"window function {_name(node.this).removeprefix('function ')}"
+    if isinstance(node, exp.IgnoreNulls):
+        return f"{_name(node.this)} IGNORE NULLS"
+    if isinstance(node, exp.Bracket):
+        return "subscript [...]"
     if isinstance(node, (exp.Anonymous, exp.AnonymousAggFunc)):
         return f"function {str(node.name).lower()}"
     if isinstance(node, exp.Func):
-        return f"function {str(node.sql_name()).lower()}"
+        # As the user wrote it: sqlglot's names are not Trino's (ARRAY_SIZE for cardinality).
+        word = re.match(r"[A-Za-z_][A-Za-z0-9_]*", node.sql("trino"))
+        return f"function {(word[0] if word else node.sql_name()).lower()}"
     return node.key.upper().replace("_", " ")
 
 
@@ -419,7 +430,9 @@ def _cast(checker: _Checker, node: exp.Cast, scope: _Scope) -> Type:
     target = node.to
     found = checker.type(node.this, scope)
     name = _DATA_TYPES.get(target.this)
-    if name is None or (target.expressions and name != "decimal"):
+    if target.this == exp.DataType.Type.TIMESTAMP and _timestamp_precision(target) <= 3:
+        name = "timestamp"  # Trino's timestamp(p) for p up to 3 is rendered with milliseconds
+    elif name is None or (target.expressions and name != "decimal"):
         raise _refuse(f"CAST to {target.sql('trino')}", "not checked against Trino's answers")
     if name == "decimal" and not target.expressions:
         raise _refuse("DECIMAL without precision", "Spark reads it as decimal(10,0)")
@@ -433,10 +446,19 @@ def _cast(checker: _Checker, node: exp.Cast, scope: _Scope) -> Type:
         return name
     if _is_integer(found) and (_is_number(name) or name == "varchar"):
         return name
+    if (found, name) in (("date", "timestamp"), ("timestamp", "date"), ("date", "varchar")):
+        return name
     if found == "boolean" and name == "varchar":
         return name
     what = "TRY_CAST" if isinstance(node, exp.TryCast) else "CAST"
     raise _refuse(f"{what} from {found} to {name}", "Spark's answer differs")
+
+
+def _timestamp_precision(target: exp.DataType) -> int:
+    if not target.expressions:
+        return 3
+    precision = _literal_int(target.expressions[0].this)
+    return 99 if precision is None else precision
 
 
 def _column(_: _Checker, node: exp.Column, scope: _Scope) -> Type:
@@ -506,7 +528,7 @@ def _alias(checker: _Checker, node: exp.Alias, scope: _Scope) -> Type:
     return checker.type(node.this, scope)
 
 
-def _string_function(checker: _Checker, node: exp.Func, scope: _Scope) -> Type:
+def _string_function(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
     for argument in node.iter_expressions():
         found = checker.type(argument, scope)
         if not checker.unknown(_name(node), [found]) and found not in ("varchar", "unknown"):
@@ -514,9 +536,9 @@ def _string_function(checker: _Checker, node: exp.Func, scope: _Scope) -> Type:
     return "varchar"
 
 
-def _length(checker: _Checker, node: exp.Length, scope: _Scope) -> Type:
+def _boolean_string_function(checker: _Checker, node: exp.Func, scope: _Scope) -> Type:
     _string_function(checker, node, scope)
-    return "bigint"
+    return "boolean"
 
 
 def _count(checker: _Checker, node: exp.Count, scope: _Scope) -> Type:
@@ -578,6 +600,312 @@ def _subquery(checker: _Checker, node: exp.Subquery, scope: _Scope) -> Type:
     return columns[0][1]
 
 
+def _cast_result(node: exp.Expr, spark_type: str) -> None:
+    """Spark gives ``node`` another type than Trino (an int for a bigint): cast it back."""
+    node.meta[_CAST_TO] = spark_type
+
+
+def _length(checker: _Checker, node: exp.Length, scope: _Scope) -> Type:
+    _string_function(checker, node, scope)
+    _cast_result(node, "BIGINT")
+    return "bigint"
+
+
+def _arguments(
+    checker: _Checker, node: exp.Expr, scope: _Scope, allowed: tuple[str, ...]
+) -> list[Type]:
+    """The types of a function's arguments, each one of ``allowed`` (or NULL)."""
+    found = [checker.type(a, scope) for a in node.iter_expressions()]
+    if checker.unknown(_name(node), found):
+        return found
+    for t in found:
+        if t != "unknown" and t not in allowed:
+            raise _refuse(_name(node), f"on an argument of type {t}")
+    return found
+
+
+def _double_function(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    _arguments(checker, node, scope, (*_INTEGERS, "double"))
+    return "double"
+
+
+def _round(checker: _Checker, node: exp.Round, scope: _Scope) -> Type:
+    found = checker.type(node.this, scope)
+    digits = node.args.get("decimals")
+    if digits is not None and _literal_int(digits) is None:
+        raise _refuse(_name(node), "with a number of digits that is not a number")
+    if checker.unknown(_name(node), [found]):
+        return None
+    if _is_integer(found) or found in ("double", "unknown"):
+        return found  # both round half away from zero
+    raise _refuse(_name(node), f"of type {found}")
+
+
+def _literal_text(node: exp.Expr | None) -> str | None:
+    return node.this if isinstance(node, exp.Literal) and node.is_string else None
+
+
+def _literal_int(node: exp.Expr | None) -> int | None:
+    negative = isinstance(node, exp.Neg)
+    if negative:
+        node = node.this  # type: ignore[union-attr]
+    if isinstance(node, exp.Literal) and node.is_int:
+        return -int(node.this) if negative else int(node.this)
+    return None
+
+
+def _like(checker: _Checker, node: exp.Like, scope: _Scope) -> Type:
+    _string_function(checker, node, scope)
+    pattern = _literal_text(node.expression)
+    # Spark reads a backslash in a pattern as an escape; Trino has no default escape.
+    if pattern is None or "\\" in pattern:
+        raise _refuse("LIKE", "with a pattern other than a text without backslashes")
+    return "boolean"
+
+
+def _substring(checker: _Checker, node: exp.Substring, scope: _Scope) -> Type:
+    _arguments(checker, node, scope, ("varchar", *_INTEGERS))
+    start, length = _literal_int(node.args.get("start")), node.args.get("length")
+    # Spark reads a start of 0 as 1, Trino gives ''; a negative length is Trino's error.
+    if start is None or start == 0 or (length is not None and (_literal_int(length) or -1) < 0):
+        raise _refuse(_name(node), "unless its start and length are numbers, the start not 0")
+    return "varchar"
+
+
+def _pad(checker: _Checker, node: exp.Pad, scope: _Scope) -> Type:
+    _arguments(checker, node, scope, ("varchar", *_INTEGERS))
+    fill = _literal_text(node.args.get("fill_pattern"))
+    size = _literal_int(node.expression)
+    if not fill or size is None or size < 0:
+        raise _refuse(_name(node), "unless padded to a number of characters with a text")
+    return "varchar"
+
+
+def _strpos(checker: _Checker, node: exp.StrPosition, scope: _Scope) -> Type:
+    if node.args.get("position") is not None or node.args.get("occurrence") is not None:
+        raise _refuse(_name(node), "with a start position or an occurrence")
+    _arguments(checker, node, scope, ("varchar",))
+    _cast_result(node, "BIGINT")
+    return "bigint"
+
+
+def _split(checker: _Checker, node: exp.Split, scope: _Scope) -> Type:
+    _arguments(checker, node, scope, ("varchar", *_INTEGERS))
+    if _literal_text(node.expression) in (None, "") or node.args.get("limit") is not None:
+        raise _refuse(_name(node), "unless split by a text, without a limit")
+    return "array(varchar)"
+
+
+def _boolean_aggregate(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    _arguments(checker, node, scope, ("boolean",))
+    return "boolean"
+
+
+def _count_if(checker: _Checker, node: exp.CountIf, scope: _Scope) -> Type:
+    checker.boolean(node.this, scope)
+    return "bigint"
+
+
+def _statistic(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    found = _aggregated(checker, node, scope)
+    if checker.unknown(_name(node), [found]) or _is_integer(found) or found == "double":
+        return "double"
+    raise _refuse(_name(node), f"of type {found}")
+
+
+def _any_value(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    return _aggregated(checker, node, scope)
+
+
+def _arg_max(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    if node.args.get("count") is not None:
+        raise _refuse(_name(node), "with a number of values")
+    value, key = checker.type(node.this, scope), checker.type(node.expression, scope)
+    _comparable(checker, [key], node)
+    return value
+
+
+_DATE_PARTS = (exp.Year, exp.Quarter, exp.Month, exp.Day, exp.DayOfYear, exp.WeekOfYear)
+_TIME_PARTS = (exp.Hour, exp.Minute, exp.Second)
+_DATE_UNITS = ("DAY", "WEEK", "MONTH", "QUARTER", "YEAR")
+_TIME_UNITS = ("SECOND", "MINUTE", "HOUR")
+
+
+def _of_types(
+    checker: _Checker, node: exp.Expr, scope: _Scope, operands: list[exp.Expr], *allowed: str
+) -> list[Type]:
+    """The types of ``operands`` of ``node``, each one of ``allowed`` (or NULL)."""
+    found = [checker.type(o, scope) for o in operands]
+    if not checker.unknown(_name(node), found):
+        for t in found:
+            if t not in (*allowed, "unknown"):
+                raise _refuse(_name(node), f"on an argument of type {t}")
+    return found
+
+
+def _date_part(checker: _Checker, node: exp.Func, scope: _Scope) -> Type:
+    # Spark's parts are ints (day of year, ISO week, ...); Trino's are bigints.
+    allowed = ("date", "timestamp") if not isinstance(node, _TIME_PARTS) else ("timestamp",)
+    _of_types(checker, node, scope, [node.this], *allowed)
+    _cast_result(node, "BIGINT")
+    return "bigint"
+
+
+def _extract(checker: _Checker, node: exp.Extract, scope: _Scope) -> Type:
+    unit = node.this.name.upper()
+    what = f"extract({unit.lower()} FROM ...)"
+    if unit in ("YEAR", "QUARTER", "MONTH", "DAY"):
+        allowed: tuple[str, ...] = ("date", "timestamp")
+    elif unit in ("HOUR", "MINUTE"):
+        allowed = ("timestamp",)
+    else:  # Spark's second has a fraction, its day of week starts on Sunday
+        raise _refuse(what, "not checked against Trino's answers")
+    found = checker.type(node.expression, scope)
+    if not checker.unknown(what, [found]) and found not in (*allowed, "unknown"):
+        raise _refuse(what, f"of type {found}")
+    _cast_result(node, "BIGINT")
+    return "bigint"
+
+
+def _unit(node: exp.Expr) -> str:
+    unit = node.args.get("unit")
+    return unit.name.upper() if isinstance(unit, exp.Expr) else "DAY"
+
+
+def _date_add(checker: _Checker, node: exp.DateAdd, scope: _Scope) -> Type:
+    amount = _literal_int(node.expression)
+    if _unit(node) not in _DATE_UNITS or amount is None or abs(amount) >= 2**31:
+        raise _refuse(_name(node), f"by {_unit(node).lower()}s, or by an amount not an integer")
+    _of_types(checker, node, scope, [node.this], "date")
+    return "date"
+
+
+def _date_diff(checker: _Checker, node: exp.DateDiff, scope: _Scope) -> Type:
+    if _unit(node) != "DAY":
+        raise _refuse(_name(node), f"in {_unit(node).lower()}s")
+    _of_types(checker, node, scope, [node.this, node.expression], "date")
+    return "bigint"
+
+
+def _date_trunc(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    unit = _unit(node)
+    found = checker.type(node.this, scope)
+    if checker.unknown(_name(node), [found]):
+        return None
+    if found == "date" and unit in _DATE_UNITS:
+        if isinstance(node, exp.TimestampTrunc):
+            _cast_result(node, "DATE")  # Spark's date_trunc gives a timestamp
+        return "date"
+    if found == "timestamp" and unit in (*_DATE_UNITS, *_TIME_UNITS):
+        _cast_result(node, "TIMESTAMP")  # Spark's date_trunc gives a zoned timestamp
+        return "timestamp"
+    raise _refuse(_name(node), f"to the {unit.lower()} of a {found}")
+
+
+def _to_date(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    if node.expressions:
+        raise _refuse(_name(node), "with more than one argument")
+    _of_types(checker, node, scope, [node.this], "date", "timestamp")
+    return "date"
+
+
+def _sign(checker: _Checker, node: exp.Sign, scope: _Scope) -> Type:
+    found = checker.type(node.this, scope)
+    if checker.unknown(_name(node), [found]):
+        return None
+    if found in _SPARK_INTEGER:
+        _cast_result(node, _SPARK_INTEGER[found])  # Spark's sign is a double
+        return found
+    if found in ("double", "unknown"):
+        return found
+    raise _refuse(_name(node), f"of type {found}")
+
+
+def _escape(checker: _Checker, node: exp.Escape, scope: _Scope) -> Type:
+    like = node.this
+    escape = _literal_text(node.expression)
+    if not isinstance(like, exp.Like) or escape is None or len(escape) != 1:
+        raise _refuse("ESCAPE", "other than one character after LIKE")
+    _string_function(checker, like, scope)
+    if _literal_text(like.expression) is None:
+        raise _refuse("LIKE", "with a pattern other than a text")
+    return "boolean"
+
+
+# Functions sqlglot passes through by name, with their checks.
+_NAMED: dict[str, Callable[[_Checker, Any, _Scope], Type]] = {
+    "every": lambda checker, node, scope: _boolean_aggregate(checker, node, scope),
+}
+
+
+def _named(checker: _Checker, node: exp.Anonymous, scope: _Scope) -> Type:
+    handler = _NAMED.get(str(node.name).lower())
+    if handler is None:
+        raise _refuse(_name(node), "not checked against Trino's answers")
+    return handler(checker, node, scope)
+
+
+# Window functions: (Trino result type, or None for the argument's type; Spark's type if other)
+_RANKING: dict[type[exp.Expr], str] = {
+    exp.RowNumber: "bigint",
+    exp.Rank: "bigint",
+    exp.DenseRank: "bigint",
+    exp.Ntile: "bigint",
+    exp.PercentRank: "double",
+    exp.CumeDist: "double",
+}
+_NAVIGATION = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
+
+
+def _window(checker: _Checker, node: exp.Window, scope: _Scope) -> Type:
+    for key, value in node.args.items():
+        if value and key not in ("this", "partition_by", "order", "spec", "over"):
+            raise _refuse(
+                f"{_name(node)} with {key.upper()}", "not checked against Trino's answers"
+            )
+    for expression in node.args.get("partition_by") or []:
+        checker.type(expression, scope)
+    if node.args.get("order"):
+        for ordered in node.args["order"].expressions:
+            checker.type(ordered.this, scope)
+    spec = node.args.get("spec")
+    if spec is not None:
+        if str(spec.args.get("kind", "")).upper() not in ("ROWS", "RANGE"):
+            raise _refuse(f"{_name(node)} with a {spec.args.get('kind')} frame", "not in Spark")
+        for side in ("start", "end"):
+            bound = spec.args.get(side)
+            if isinstance(bound, exp.Expr) and _literal_int(bound) is None:
+                raise _refuse(f"{_name(node)} with a frame bound not a number", "not checked")
+    function = node.this
+    ignore_nulls = isinstance(function, exp.IgnoreNulls)
+    if ignore_nulls:
+        function = function.this
+    ranking = _RANKING.get(type(function)) if isinstance(function, exp.Func) else None
+    if ranking is not None and not ignore_nulls:
+        for argument in function.iter_expressions():
+            if _literal_int(argument) is None:
+                raise _refuse(_name(node), "with an argument not a number")
+        if not node.args.get("order"):  # Spark ranks only ordered rows
+            raise _refuse(_name(node), "without ORDER BY")
+        if ranking == "bigint":
+            _cast_result(node, "BIGINT")  # Spark's ranks are ints
+        return ranking
+    if isinstance(function, _NAVIGATION):
+        value = checker.type(function.this, scope)
+        offset = function.args.get("offset")
+        if offset is not None and _literal_int(offset) is None:
+            raise _refuse(_name(node), "with an offset not a number")
+        default = function.args.get("default")
+        if default is not None:
+            return _common([value, checker.type(default, scope)], node)
+        return value
+    if ignore_nulls:
+        raise _refuse(_name(node) + " IGNORE NULLS", "not checked against Trino's answers")
+    if isinstance(function, (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)):
+        return checker.type(function, scope)
+    raise _refuse(_name(node), "not checked against Trino's answers")
+
+
 _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.Literal: _literal,
     exp.Null: lambda *_: "unknown",
@@ -615,6 +943,46 @@ _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.Max: _min_max,
     exp.Abs: _abs,
     exp.Subquery: _subquery,
+    exp.Window: _window,
+    exp.Round: _round,
+    exp.Sqrt: _double_function,
+    exp.Cbrt: _double_function,
+    exp.Exp: _double_function,
+    exp.Pow: _double_function,
+    exp.Pi: _double_function,
+    exp.Like: _like,
+    exp.Replace: _string_function,
+    exp.Reverse: _string_function,
+    exp.Concat: _string_function,
+    exp.ConcatWs: _string_function,
+    exp.StartsWith: _boolean_string_function,
+    exp.Substring: _substring,
+    exp.Pad: _pad,
+    exp.StrPosition: _strpos,
+    exp.Split: _split,
+    exp.CountIf: _count_if,
+    exp.LogicalAnd: _boolean_aggregate,
+    exp.LogicalOr: _boolean_aggregate,
+    exp.Stddev: _statistic,
+    exp.StddevPop: _statistic,
+    exp.StddevSamp: _statistic,
+    exp.Variance: _statistic,
+    exp.VariancePop: _statistic,
+    exp.AnyValue: _any_value,
+    exp.ArgMax: _arg_max,
+    exp.ArgMin: _arg_max,
+    **{part: _date_part for part in (*_DATE_PARTS, *_TIME_PARTS)},
+    exp.DateTrunc: _date_trunc,
+    exp.Date: _to_date,
+    exp.LastDay: _to_date,
+    exp.CurrentDate: lambda *_: "date",
+    exp.Sign: _sign,
+    exp.Escape: _escape,
+    exp.Anonymous: _named,
+    exp.Extract: _extract,
+    exp.DateAdd: _date_add,
+    exp.DateDiff: _date_diff,
+    exp.TimestampTrunc: _date_trunc,
 }
 
 
@@ -638,12 +1006,16 @@ def to_spark(tree: exp.Expr, tables: TableColumns) -> exp.Expr:
         if width:  # Spark's DIV truncates toward zero as Trino does, and gives a bigint
             quotient = exp.IntDiv(this=division.left, expression=division.right)
             division.replace(exp.Cast(this=quotient, to=exp.DataType.build(_SPARK_INTEGER[width])))
+    for node in [n for n in tree.walk() if _CAST_TO in n.meta]:
+        cast = exp.Cast(to=exp.DataType.build(node.meta.pop(_CAST_TO), dialect="spark"))
+        node.replace(cast)
+        cast.set("this", node)
     return _name_columns(tree)
 
 
 def column_types(columns: Iterable[Column]) -> dict[str, Type]:
     """A stored table's columns by lower-case name, with the Trino types checked here."""
-    checked = {*_NUMBERS, "varchar", "boolean", "date"}
+    checked = {*_NUMBERS, "varchar", "boolean", "date"}  # not timestamps: Spark's are zoned
     found = {}
     for column in columns:
         name = athena_type_of_hive(column.type).name
