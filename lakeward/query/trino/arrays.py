@@ -38,6 +38,12 @@ MACROS: list[str] = [
     f" WHEN list_contains(a, x) THEN true WHEN {_HAS_NULL.format('a')} THEN NULL ELSE false END",
     "CREATE MACRO trino_array_position(a, x) AS CASE WHEN a IS NULL OR x IS NULL THEN NULL"
     " ELSE CAST(coalesce(list_position(a, x), 0) AS BIGINT) END",
+    # The n-th occurrence, counted from the end when n is negative; 0 when there is none.
+    "CREATE MACRO trino_array_position_nth(a, x, n) AS CASE"
+    " WHEN n = 0 THEN error('array_position cannot take a 0-valued instance argument')"
+    " WHEN a IS NULL OR x IS NULL OR n IS NULL THEN NULL"
+    " ELSE CAST(coalesce(list_filter(range(1, len(a) + 1), lambda i: a[i] = x)[n], 0) AS BIGINT)"
+    " END",
     # The first occurrence of each element, NULL included, in order.
     "CREATE MACRO trino_array_distinct(a) AS list_filter(a, lambda e, i: list_position(a, e) = i)",
     "CREATE MACRO trino_array_union(a, b) AS trino_array_distinct(list_concat(a, b))",
@@ -120,6 +126,9 @@ def _arrays(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.ArrayContains):
         return call("trino_contains", node.this, node.expression)
     if isinstance(node, exp.ArrayPosition):
+        instance = node.args.get("zero_based")  # sqlglot's name for Trino's third argument
+        if instance is not None:
+            return call("trino_array_position_nth", node.this, node.expression, instance)
         return call("trino_array_position", node.this, node.expression)
     if isinstance(node, exp.ArrayDistinct):
         return call("trino_array_distinct", node.this)

@@ -71,6 +71,11 @@ MACROS: list[str] = [
     " ELSE CAST(x - i AS DATE) END, "
     + ", ".join(f"(x {t}, i INTERVAL) AS x - i" for t in _TIMESTAMPS)
     + ", (x INTERVAL, i INTERVAL) AS x - i, (x TIME, i INTERVAL) AS x - i",
+    # A zone other than UTC would be shown as UTC: refused when a value has one.
+    "CREATE MACRO trino_from_iso8601_timestamp(s) AS CASE"
+    " WHEN regexp_matches(s, 'T[0-9:.,]*[+-][0-9]{2}(:?[0-9]{2})?$') THEN error("
+    "'from_iso8601_timestamp: only times in UTC (Z or no offset) are supported, not ' || s)"
+    " ELSE CAST(s AS TIMESTAMPTZ) END",
     "CREATE MACRO trino_to_iso8601(x DATE) AS strftime(x, '%Y-%m-%d'),"
     " (x TIMESTAMP) AS strftime(x, '%Y-%m-%dT%H:%M:%S.%g'),"
     " (x TIMESTAMPTZ) AS strftime(x, '%Y-%m-%dT%H:%M:%S.%gZ')",
@@ -82,6 +87,7 @@ REFUSED: dict[str, str] = {
     "human_readable_seconds": "not available on DuckDB",
     "timezone_hour": "DuckDB keeps no zone in a timestamp with time zone",
     "timezone_minute": "DuckDB keeps no zone in a timestamp with time zone",
+    "from_unixtime_nanos": "not available on DuckDB",
 }
 
 # Joda pattern letters, by letter and count, as strftime directives. A count not
@@ -155,6 +161,26 @@ def _mysql_format(node: exp.Expr, function: str, parsing: bool) -> exp.Expr:
     return exp.Literal.string("".join(out))
 
 
+_ZONE_SUFFIX = re.compile(r"\d\s*([A-Za-z][\w/+-]*|[+-]\d{1,2}(:?\d{2})?)\s*$")
+
+
+def _zoned(node: exp.UnixToTime) -> bool:
+    zone, hours = node.args.get("zone"), node.args.get("hours")
+    utc = isinstance(zone, exp.Literal) and zone.this.upper() == "UTC"
+    return (zone is not None and not utc) or hours is not None
+
+
+def _utc_literal(value: exp.Expr) -> None:
+    """A timestamp with time zone written out must be in UTC: DuckDB keeps no other zone."""
+    if isinstance(value, exp.Literal) and value.is_string:
+        zone = _ZONE_SUFFIX.search(value.this)
+        if zone and zone.group(1).upper() != "UTC":
+            raise InvalidRequest(
+                f"timestamp with time zone '{value.this}': only UTC is supported on DuckDB, "
+                "which keeps no other zone"
+            )
+
+
 def _unit(node: exp.Expr, function: str) -> exp.Expr:
     return exp.Literal.string(literal_text(node.args.get("unit"), function, "unit").lower())
 
@@ -196,6 +222,20 @@ def _dates(node: exp.Expr) -> exp.Expr:
         return call("strftime", node.this, _mysql_format(node, "date_format", parsing=False))
     if isinstance(node, exp.StrToTime):
         return call("strptime", node.this, _mysql_format(node, "date_parse", parsing=True))
+    if isinstance(node, exp.UnixToTime) and _zoned(node):
+        raise InvalidRequest(
+            "from_unixtime is supported without a zone or offset: DuckDB keeps no other zone "
+            "than UTC in a timestamp with time zone"
+        )
+    if isinstance(node, exp.CurrentTimezone):  # Athena's sessions run in UTC
+        return exp.Literal.string("UTC")
+    if isinstance(node, exp.FromISO8601Timestamp):
+        return call("trino_from_iso8601_timestamp", node.this)
+    if isinstance(node, exp.FromISO8601TimestampNanos):
+        raise InvalidRequest("from_iso8601_timestamp_nanos is not supported on DuckDB")
+    if isinstance(node, exp.Cast) and node.to.this == exp.DType.TIMESTAMPTZ:
+        _utc_literal(node.this)
+        return node
     if isinstance(node, exp.ParseDatetime):
         fmt = literal_text(node.args.get("format"), "parse_datetime", "pattern")
         parsing = strftime_of_joda(fmt, "parse_datetime").replace("%-", "%")
@@ -216,6 +256,8 @@ def _named(node: exp.Anonymous, name: str) -> exp.Expr:
         return exp.cast(args[0], exp.DataType.build("TIMESTAMPTZ"))
     if name == "to_iso8601" and len(args) == 1:
         return call("trino_to_iso8601", args[0])
+    if name == "yow" and len(args) == 1:
+        return exp.Extract(this=exp.var("ISOYEAR"), expression=args[0])
     if name == "millisecond" and len(args) == 1:  # DuckDB's counts the seconds too
         of_second = call("date_part", exp.Literal.string("millisecond"), args[0])
         return exp.Mod(this=of_second, expression=exp.Literal.number(1000))
