@@ -158,7 +158,11 @@ def check_translatable(statement: Statement, engine: str) -> None:
     """Refuse, before the query is queued, what ``engine`` cannot answer as Athena would."""
     target = statement.explained or statement
     if target._ast is not None and engine == "duckdb":
-        trino.to_duckdb(target._ast.copy())
+        tree = trino.to_duckdb(target._ast.copy())
+        try:  # what sqlglot cannot write for DuckDB is refused now, not once queued
+            tree.sql(dialect="duckdb", unsupported_level=ErrorLevel.RAISE, comments=False)
+        except UnsupportedError as e:
+            raise InvalidRequest(f"the query cannot run on duckdb: {e}") from None
     elif target._ast is not None and engine == "spark":
         trino_on_spark.check(target._ast.copy())
 

@@ -33,16 +33,26 @@ from lakeward.query.trino import (
     arrays,
     casts,
     dates,
+    hashing,
+    json_functions,
     lambdas,
     maps_rows,
     numbers,
+    regexp,
+    strings,
     unnest,
+    urls,
 )
 
 Rewrite = Callable[[exp.Expr], exp.Expr]
 
 AREAS: tuple[ModuleType, ...] = (
     arithmetic,
+    strings,
+    regexp,
+    hashing,
+    json_functions,
+    urls,
     casts,
     dates,
     arrays,
@@ -80,7 +90,23 @@ def to_duckdb(tree: exp.Expr) -> exp.Expr:
     numbers.annotate(tree)
     for rewrite in REWRITES:
         tree = _children_first(tree, rewrite)
+    name_columns(tree)
     return tree
+
+
+def name_columns(tree: exp.Expr) -> None:
+    """Name the result's unnamed columns as Trino does: ``_col<position>``, from 0.
+
+    A column reference keeps its name; anything else without an alias would be
+    named by the engine after its text.
+    """
+    while isinstance(tree, (exp.Subquery, exp.SetOperation)):
+        tree = tree.this if isinstance(tree, exp.Subquery) else tree.left
+    if not isinstance(tree, exp.Select):
+        return
+    for position, projection in enumerate(list(tree.expressions)):
+        if not isinstance(projection, (exp.Alias, exp.Column, exp.Star)):
+            projection.replace(exp.alias_(projection.copy(), f"_col{position}"))
 
 
 def _children_first(node: exp.Expr, rewrite: Rewrite) -> exp.Expr:

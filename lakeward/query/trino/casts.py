@@ -3,10 +3,11 @@
 Trino rounds a double half away from zero when casting it to an integer type
 (DuckDB rounds half to even), reads only digits as an integer from text
 (DuckDB also reads ``1.5`` and ``1e2``), reads a boolean from ``true``,
-``false``, ``t``, ``f``, ``1`` or ``0`` only, and writes a double as Java does
-(``1.0E10``). The value's type is known only to DuckDB's binder, so each cast
-becomes a CASE on ``typeof`` whose branches all bind for any type (TRY_CAST
-to the branch's type) and all give the target type.
+``false``, ``t``, ``f``, ``1`` or ``0`` only, writes a double as Java does
+(``1.0E10``) and a JSON scalar as its value. The value's type is known only
+to DuckDB's binder, so each cast becomes a CASE on ``typeof`` whose branches
+all bind for any type (TRY_CAST to the branch's type) and all give the target
+type.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ def cast(node: exp.Expr) -> exp.Expr:
             text = fill(
                 "CASE WHEN typeof(_x) = 'DOUBLE' THEN trino_java_double(TRY_CAST(_x AS DOUBLE)) "
                 "WHEN typeof(_x) = 'FLOAT' THEN trino_java_double(TRY_CAST(_x AS FLOAT)) "
+                "WHEN typeof(_x) = 'JSON' THEN trino_json_text(TRY_CAST(_x AS JSON)) "
                 f"ELSE {kind}(_x AS VARCHAR) END",
                 x=value,
             )

@@ -21,7 +21,8 @@ Its outcome is one of:
 
 - passed: the same rows and types, or a failure where Athena fails;
 - refused: lakeward refused the query when it was started (InvalidRequest
-  naming what it does not support), where Athena answers;
+  naming what it does not support), or failed saying what "is not supported"
+  when only a value could tell (a pattern in a column), where Athena answers;
 - wrong: anything else (another answer, an answer where Athena fails, or the
   engine failing where Athena answers).
 """
@@ -41,6 +42,8 @@ from lakeward.query.service import QueryService
 
 CASES = Path(__file__).parent / "cases"
 OUTCOMES = ("passed", "refused", "wrong")
+# How lakeward words a refusal, also one that only a value can decide (query/trino).
+REFUSAL = "is not supported"
 _KEYS = {"sql", "type", "types", "value", "rows", "names", "error", "ordered", "note"}
 
 Row = list[str | None]
@@ -163,6 +166,8 @@ class Runner:
             reason = execution.state_change_reason or execution.state.value
             if case.error is not None:
                 return Outcome(case, "passed", error=reason, why="both fail")
+            if REFUSAL in reason:  # refused by a value the text did not show (a pattern, bytes)
+                return Outcome(case, "refused", error=reason, why="refused when it ran")
             return Outcome(case, "wrong", error=reason, why="failed where Athena answers")
         names, types, rows = self._result(execution_id, execution.output_location)
         outcome = Outcome(case, "wrong", types=types, rows=rows, names=names)
