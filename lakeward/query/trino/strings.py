@@ -2,8 +2,8 @@
 
 Positions count from 1 and position 0 is before the string (``substr(s, 0)`` is
 empty); ``split_part`` past the last part is NULL; ``split`` takes an optional
-limit; ``strpos`` an optional occurrence; ``repeat`` makes an array; ``format``
-is Java's ``String.format``, of which the common conversions (``%s``, ``%d``,
+limit; ``strpos`` an optional occurrence; ``format`` is Java's
+``String.format``, of which the common conversions (``%s``, ``%d``,
 ``%f`` with flags, width and precision, ``%%``, ``%n``) are written as DuckDB's
 printf and the rest refused by name.
 """
@@ -38,9 +38,6 @@ MACROS: list[str] = [
     "CREATE MACRO trino_codepoint(s) AS CASE WHEN length(s) <> 1 THEN "
     + fail("'codepoint needs a string of one character'", "INTEGER")
     + " ELSE unicode(s) END",
-    "CREATE MACRO trino_repeat(x, n) AS list_transform(range(CASE WHEN n < 0 THEN "
-    + fail("'Count argument of repeat function must be greater than or equal to 0'")
-    + " ELSE n END), lambda i: x)",
 ]
 
 # %[flags][width][.precision]conversion, or a literal %% / %n.
@@ -114,8 +111,6 @@ def strings(node: exp.Expr) -> exp.Expr:
         if isinstance(form, exp.Expr) and form.name.upper() != "NFC":
             raise InvalidRequest(f"function normalize is not supported with the form {form.name}")
         return exp.Anonymous(this="nfc_normalize", expressions=[node.this])
-    if isinstance(node, exp.Repeat):
-        return exp.Anonymous(this="trino_repeat", expressions=[node.this, node.args["times"]])
     if isinstance(node, exp.Format) or (
         isinstance(node, exp.Anonymous) and node.name.lower() == "format"
     ):
