@@ -70,17 +70,42 @@ def row_fragments(texts: list[pa.Array], plain: list[bool], num_rows: int) -> pa
     ``plain`` says of each column whether its texts never need escaping (numbers,
     dates: see ``texts.is_plain``).
     """
-    data = [
-        pc.fill_null(
-            pc.binary_join_element_wise(
-                '{"VarCharValue":"', t if simple else _json_string(t), '"}', ""
-            ),
-            "{}",
-        )
-        for t, simple in zip(texts, plain, strict=True)
-    ]
-    joined = pc.binary_join_element_wise(*data, ",") if data else pa.array([""] * num_rows)
-    return pc.binary_join_element_wise('{"Data":[', joined, "]},", "")
+    values = [t if simple else _json_string(t) for t, simple in zip(texts, plain, strict=True)]
+    return joined_rows(values, ('{"VarCharValue":"', '"}'), "{}", ('{"Data":[', "]},"), num_rows)
+
+
+def joined_rows(
+    values: list[pa.Array],
+    wrap: tuple[str, str],
+    null: str,
+    ends: tuple[str, str],
+    num_rows: int,
+) -> pa.Array:
+    """Each row as ``ends[0]``, its values wrapped in ``wrap`` (``null`` for NULL) and
+    separated by commas, then ``ends[1]``.
+
+    One element-wise join builds every row: the literal text between two columns is
+    one piece, and only a column holding NULLs is wrapped on its own first.
+    """
+    pieces: list[str | pa.Array] = [ends[0]]
+    for index, value in enumerate(values):
+        if index:
+            pieces.append(",")
+        if value.null_count:
+            wrapped = pc.binary_join_element_wise(wrap[0], value, wrap[1], "")
+            pieces.append(pc.fill_null(wrapped, null))
+        else:
+            pieces += [wrap[0], value, wrap[1]]
+    pieces.append(ends[1])
+    merged: list[str | pa.Array] = []
+    for piece in pieces:
+        if isinstance(piece, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += piece
+        else:
+            merged.append(piece)
+    if len(merged) == 1:  # no column: every row is the same text
+        return pa.array([merged[0]] * num_rows, pa.string())
+    return pc.binary_join_element_wise(*merged, "")
 
 
 def _json_string(texts: pa.Array) -> pa.Array:

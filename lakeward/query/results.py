@@ -129,7 +129,7 @@ def write_results(
         for batch in result.batches:
             texts = [column_texts(batch.column(i)) for i in range(batch.num_columns)]
             plain = [is_plain(batch.column(i).type) for i in range(batch.num_columns)]
-            lines, line_offsets = pages.concatenated(_csv_lines(texts, batch.num_rows))
+            lines, line_offsets = pages.concatenated(_csv_lines(texts, plain, batch.num_rows))
             fragments = pages.row_fragments(texts, plain, batch.num_rows)
             rendered, row_offsets = pages.concatenated(fragments)
             csv.write(lines)
@@ -227,18 +227,16 @@ def _record(values: list[str | None]) -> bytes:
     return (",".join(fields) + "\n").encode("utf-8")
 
 
-def _csv_lines(texts: list[pa.Array], num_rows: int) -> pa.Array:
-    """Each row's CSV line, newline included, from its columns' texts (null for NULL)."""
-    fields = [
-        pc.fill_null(
-            pc.binary_join_element_wise("", pc.replace_substring(t, '"', '""'), "", '"'), ""
-        )
-        for t in texts
+def _csv_lines(texts: list[pa.Array], plain: list[bool], num_rows: int) -> pa.Array:
+    """Each row's CSV line, newline included, from its columns' texts (null for NULL).
+
+    ``plain`` columns (numbers, dates) hold no '"' to double.
+    """
+    values = [
+        t if simple else pc.replace_substring(t, '"', '""')
+        for t, simple in zip(texts, plain, strict=True)
     ]
-    if not fields:
-        return pa.array(["\n"] * num_rows, pa.string())
-    joined = pc.binary_join_element_wise(*fields, ",")
-    return pc.binary_join_element_wise(joined, "", "\n").cast(pa.string())
+    return pages.joined_rows(values, ('"', '"'), "", ("", "\n"), num_rows)
 
 
 # -- reading -----------------------------------------------------------------------------------
