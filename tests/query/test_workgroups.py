@@ -159,3 +159,39 @@ def test_processes_racing_for_the_last_slots_get_exactly_the_cap(db: str | Path)
         start.set()
         admitted = [p.get(timeout=60) for p in pending]
     assert sum(admitted) == 3
+
+
+def _start(db: str, execution_id: str, start: multiprocessing.synchronize.Event) -> bool:
+    store = Store(db)
+    workgroups = WorkGroups(store, AllowAll(), LAKE)
+    group = workgroups.find("race-running")
+    start.wait()
+    try:
+        return workgroups.start_running(execution_id, group)
+    finally:
+        store.engine.dispose()
+
+
+def test_processes_racing_to_run_get_exactly_the_concurrency_cap(db: str | Path) -> None:
+    workgroups = groups(db)
+    workgroups.create(WorkGroup(name="race-running", max_concurrent=2, max_queued=10))
+    ids = [uuid.uuid4().hex for _ in range(6)]
+    for execution_id in ids:
+        record(workgroups.store, execution_id, "race-running", QueryState.QUEUED)
+    record(workgroups.store, "elsewhere", "primary", QueryState.RUNNING)  # another workgroup's
+    context = multiprocessing.get_context("spawn")
+    start = context.Manager().Event()
+    with context.Pool(6) as pool:
+        pending = [pool.apply_async(_start, (str(db), i, start)) for i in ids]
+        start.set()
+        started = [p.get(timeout=60) for p in pending]
+    assert sum(started) == 2
+    states = {i: workgroups.store.execution(i).state for i in ids}  # type: ignore[union-attr]
+    assert sorted(s.value for s in states.values()) == ["QUEUED"] * 4 + ["RUNNING"] * 2
+    # One ends: the next waiting one may run, and only one.
+    first = next(i for i, started_here in zip(ids, started, strict=True) if started_here)
+    workgroups.store.save_execution(_ended(workgroups.store, first))
+    waiting = [i for i, s in states.items() if s is QueryState.QUEUED]
+    assert [workgroups.start_running(i, workgroups.find("race-running")) for i in waiting] == [
+        True, False, False, False,
+    ]  # fmt: skip
