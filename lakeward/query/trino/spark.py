@@ -60,8 +60,12 @@ _DATA_TYPES = {
     exp.DataType.Type.DATE: "date",
 }
 
+_DECIMAL_TEXT = re.compile(r"(0|[1-9][0-9]*)\.[0-9]+|[1-9][0-9]*")
+_NUMBER_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE]-?[0-9]+)?")
 # Literal texts both engines read the same way when cast to these types.
 _CANONICAL = {
+    "decimal": _DECIMAL_TEXT,
+    "double": _NUMBER_TEXT,
     "tinyint": re.compile(r"-?[0-9]+"),
     "smallint": re.compile(r"-?[0-9]+"),
     "integer": re.compile(r"-?[0-9]+"),
@@ -138,6 +142,11 @@ def _wider_integer(a: str, b: str) -> str:
     return max(a, b, key=_INTEGERS.index)
 
 
+def _element(t: Type) -> Type:
+    """The element type of an array type; None for other types."""
+    return t[6:-1] if t is not None and t.startswith("array(") else None
+
+
 def _common(types: Iterable[Type], node: exp.Expr) -> Type:
     """The type Trino gives values of these types together (CASE branches, VALUES rows)."""
     found: str = "unknown"
@@ -152,6 +161,11 @@ def _common(types: Iterable[Type], node: exp.Expr) -> Type:
             found = _wider_integer(found, t)
         elif _is_number(found) and _is_number(t):
             found = "double" if "double" in (found, t) else "decimal"
+        elif _element(found) is not None and _element(t) is not None:
+            element = _common([_element(found), _element(t)], node)
+            if element is None:
+                return None
+            found = f"array({element})"
         else:
             raise _refuse(_name(node), f"values of types {found} and {t} are mixed")
     return found
@@ -240,7 +254,9 @@ class _Checker:
         self, node: exp.Select, ctes: dict[str, list[tuple[str, Type]]]
     ) -> list[tuple[str, Type]]:
         allowed = {"expressions", "from_", "joins", "where", "group", "having", "order"}
-        allowed |= {"limit", "offset", "distinct", "with_"}
+        allowed |= {"limit", "offset", "distinct", "with_", "sample"}
+        if node.args.get("sample"):  # Spark samples stored tables only
+            raise _refuse("TABLESAMPLE", "of a subquery or VALUES")
         for key, value in node.args.items():
             if value and key not in allowed:
                 what = _CLAUSES.get(key, key.upper().rstrip("_").replace("_", " "))
@@ -267,7 +283,7 @@ class _Checker:
                     what = f"GROUP BY {key.upper().replace('_', ' ')}"
                     raise _refuse(what, "not checked against Trino's answers")
             for expression in group.expressions:
-                self.type(expression, scope)
+                self.grouping(expression, scope)
         columns: list[tuple[str, Type]] = []
         for projection in node.expressions:
             if isinstance(projection, exp.Star) or (
@@ -303,8 +319,10 @@ class _Checker:
     def source(self, node: exp.Expr, scope: _Scope) -> None:
         alias = node.alias.lower()
         if isinstance(node, exp.Table):
-            if node.args.get("sample") or node.args.get("joins"):
-                raise _refuse("TABLESAMPLE", "not checked against Trino's answers")
+            if node.args.get("joins"):
+                raise _refuse("a parenthesized join", "not checked against Trino's answers")
+            if node.args.get("sample"):
+                _sample(node.args["sample"])
             name = node.name.lower()
             if not node.args.get("db") and name in scope.ctes:
                 scope.sources[alias or name] = dict(scope.ctes[name])
@@ -318,7 +336,7 @@ class _Checker:
             return
         if isinstance(node, (exp.Subquery, exp.Values)):
             if node.args.get("sample"):
-                raise _refuse("TABLESAMPLE", "not checked against Trino's answers")
+                raise _refuse("TABLESAMPLE", "of a subquery or VALUES")
             inner = node.this if isinstance(node, exp.Subquery) else node
             columns = self.query(inner, _Scope(ctes=scope.ctes))
             table_alias = node.args.get("alias")
@@ -333,6 +351,16 @@ class _Checker:
 
     # --- expressions ------------------------------------------------------------------------
 
+    def grouping(self, node: exp.Expr, scope: _Scope) -> None:
+        """A GROUP BY element: an expression, or a ROLLUP, CUBE or GROUPING SETS of them."""
+        if isinstance(node, (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple)):
+            for element in node.expressions:
+                self.grouping(element, scope)
+        elif isinstance(node, exp.Paren):
+            self.grouping(node.this, scope)
+        else:
+            self.type(node, scope)
+
     def boolean(self, node: exp.Expr, scope: _Scope) -> None:
         found = self.type(node, scope)
         if not self.unknown(_name(node), [found]) and found not in ("boolean", "unknown"):
@@ -343,6 +371,13 @@ class _Checker:
         handler = _EXPRESSIONS.get(type(node))
         if handler is None:
             raise _refuse(_name(node), "not checked against Trino's answers")
+        if isinstance(node, exp.Func):
+            # An argument the check does not know of (sqlglot reads more forms than are
+            # checked here: array_position's start) is refused, not passed through.
+            accepted = _ARGUMENTS.get(type(node), set()) | {"this", "expression"}
+            for key, value in node.args.items():
+                if key not in accepted and isinstance(value, (exp.Expr, list)) and value:
+                    raise _refuse(_name(node), f"with its {key.replace('_', ' ')} argument")
         return handler(self, node, scope)
 
     def operands(self, node: exp.Binary, scope: _Scope) -> tuple[Type, Type]:
@@ -434,9 +469,18 @@ def _cast(checker: _Checker, node: exp.Cast, scope: _Scope) -> Type:
         name = "timestamp"  # Trino's timestamp(p) for p up to 3 is rendered with milliseconds
     elif name is None or (target.expressions and name != "decimal"):
         raise _refuse(f"CAST to {target.sql('trino')}", "not checked against Trino's answers")
-    if name == "decimal" and not target.expressions:
+    if (
+        name == "decimal"
+        and not target.expressions
+        and not _DECIMAL_TEXT.fullmatch(_literal_text(node.this) or "")
+    ):
         raise _refuse("DECIMAL without precision", "Spark reads it as decimal(10,0)")
     if found == "unknown" or found == name and name != "decimal":
+        return name
+    text = _literal_text(node.this)
+    if name == "decimal" and not target.expressions and text and _DECIMAL_TEXT.fullmatch(text):
+        # DECIMAL '12.34': the number itself, whose type both engines take from its digits.
+        node.replace(exp.Literal.number(text))
         return name
     if checker.unknown(f"CAST to {name}", [found]):
         return name
@@ -446,12 +490,30 @@ def _cast(checker: _Checker, node: exp.Cast, scope: _Scope) -> Type:
         return name
     if _is_integer(found) and (_is_number(name) or name == "varchar"):
         return name
-    if (found, name) in (("date", "timestamp"), ("timestamp", "date"), ("date", "varchar")):
+    if (found, name) in _SAME_CASTS or (_is_integer(found) and name == "boolean"):
+        return name
+    if found in ("double", "decimal") and name in ("integer", "bigint"):
+        # Trino rounds half away from zero, Spark truncates: round first (both fail on NaN).
+        node.set("this", exp.Round(this=node.this))
         return name
     if found == "boolean" and name == "varchar":
         return name
     what = "TRY_CAST" if isinstance(node, exp.TryCast) else "CAST"
     raise _refuse(f"{what} from {found} to {name}", "Spark's answer differs")
+
+
+# Casts that both engines answer alike (texts as Java prints numbers, decimals rounded half up).
+_SAME_CASTS = {
+    ("date", "timestamp"),
+    ("timestamp", "date"),
+    ("date", "varchar"),
+    ("double", "varchar"),
+    ("decimal", "varchar"),
+    ("decimal", "double"),
+    ("decimal", "decimal"),
+    ("boolean", "integer"),
+    ("boolean", "bigint"),
+}
 
 
 def _timestamp_precision(target: exp.DataType) -> int:
@@ -906,6 +968,96 @@ def _window(checker: _Checker, node: exp.Window, scope: _Scope) -> Type:
     raise _refuse(_name(node), "not checked against Trino's answers")
 
 
+def _sample(sample: exp.Expr) -> None:
+    method = sample.args.get("method")
+    percent = sample.args.get("percent")
+    number = float(percent.this) if isinstance(percent, exp.Literal) and percent.is_number else -1
+    if str(method.name if method else "").upper() not in ("BERNOULLI", "SYSTEM") or not (
+        0 <= number <= 100
+    ):
+        raise _refuse("TABLESAMPLE", "other than BERNOULLI or SYSTEM by a percentage")
+
+
+def _array(checker: _Checker, node: exp.Array, scope: _Scope) -> Type:
+    element = _common([checker.type(e, scope) for e in node.expressions], node)
+    return None if element is None else f"array({element})"
+
+
+def _subscript(checker: _Checker, node: exp.Bracket, scope: _Scope) -> Type:
+    found = checker.type(node.this, scope)
+    if len(node.expressions) != 1:
+        raise _refuse("subscript [...]", "with more than one index")
+    index = checker.type(node.expressions[0], scope)
+    if checker.unknown("subscript [...]", [found, index]):
+        return None
+    if _element(found) is None or not (_is_integer(index) or index == "unknown"):
+        raise _refuse("subscript [...]", f"of a {found} by a {index}")
+    return _element(found)
+
+
+def _cardinality(checker: _Checker, node: exp.ArraySize, scope: _Scope) -> Type:
+    found = checker.type(node.this, scope)
+    if not checker.unknown(_name(node), [found]) and _element(found) is None:
+        raise _refuse(_name(node), f"of a {found}")
+    _cast_result(node, "BIGINT")  # Spark's size is an int
+    return "bigint"
+
+
+def _array_search(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    found, value = checker.type(node.this, scope), checker.type(node.expression, scope)
+    if checker.unknown(_name(node), [found, value]):
+        return None
+    if _element(found) is None:
+        raise _refuse(_name(node), f"in a {found}")
+    _comparable(checker, [_element(found), value], node)
+    return "boolean" if isinstance(node, exp.ArrayContains) else "bigint"
+
+
+def _grouping(checker: _Checker, node: exp.Grouping, scope: _Scope) -> Type:
+    for argument in node.expressions:
+        checker.type(argument, scope)
+    # Spark's grouping() takes one column and gives a tinyint: Trino's bits, summed.
+    count = len(node.expressions)
+    bits: list[exp.Expr] = [
+        exp.Mul(
+            this=exp.Cast(
+                this=exp.Anonymous(this="GROUPING", expressions=[argument.copy()]),
+                to=exp.DataType.build("BIGINT"),
+            ),
+            expression=exp.Literal.number(2 ** (count - 1 - position)),
+        )
+        for position, argument in enumerate(node.expressions)
+    ]
+    total = bits[0]
+    for bit in bits[1:]:
+        total = exp.Add(this=total, expression=bit)
+    node.replace(exp.Paren(this=total))
+    return "bigint"
+
+
+# The arguments, besides this and expression, that each function's check looks at.
+_ARGUMENTS: dict[type[exp.Expr], set[str]] = {
+    exp.Cast: {"to"},
+    exp.TryCast: {"to"},
+    exp.Case: {"ifs", "default"},
+    exp.If: {"true", "false"},
+    exp.Coalesce: {"expressions"},
+    exp.Concat: {"expressions"},
+    exp.ConcatWs: {"expressions"},
+    exp.Array: {"expressions"},
+    exp.Anonymous: {"expressions"},
+    exp.Grouping: {"expressions"},
+    exp.Round: {"decimals"},
+    exp.Replace: {"replacement"},
+    exp.Substring: {"start", "length"},
+    exp.Pad: {"fill_pattern"},
+    exp.StrPosition: {"substr"},
+    exp.DateTrunc: {"unit"},
+    exp.TimestampTrunc: {"unit"},
+    exp.DateAdd: {"unit"},
+    exp.DateDiff: {"unit"},
+}
+
 _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.Literal: _literal,
     exp.Null: lambda *_: "unknown",
@@ -979,6 +1131,12 @@ _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.Sign: _sign,
     exp.Escape: _escape,
     exp.Anonymous: _named,
+    exp.Array: _array,
+    exp.Bracket: _subscript,
+    exp.ArraySize: _cardinality,
+    exp.ArrayContains: _array_search,
+    exp.ArrayPosition: _array_search,
+    exp.Grouping: _grouping,
     exp.Extract: _extract,
     exp.DateAdd: _date_add,
     exp.DateDiff: _date_diff,
