@@ -72,8 +72,8 @@ class Conformer:
             kinds.add(decided)
         if "mixed" in kinds or len(kinds) > 1 or (decided is None and not kinds and len(values)):
             raise QueryFailed(
-                f"column {name} holds intervals that are neither all 'year to month' nor all "
-                "'day to second' (or only zero intervals): its Trino type cannot be told"
+                f"column {name}: an interval column whose values do not tell 'year to month' "
+                "from 'day to second' (only zero intervals, or both kinds) is not supported"
             )
         kind = kinds.pop() if kinds else decided or DAY_TO_SECOND
         self.intervals[index] = kind

@@ -74,7 +74,7 @@ MACROS: list[str] = [
     # A zone other than UTC would be shown as UTC: refused when a value has one.
     "CREATE MACRO trino_from_iso8601_timestamp(s) AS CASE"
     " WHEN regexp_matches(s, 'T[0-9:.,]*[+-][0-9]{2}(:?[0-9]{2})?$') THEN error("
-    "'from_iso8601_timestamp: only times in UTC (Z or no offset) are supported, not ' || s)"
+    "'from_iso8601_timestamp: a time with an offset (not Z) is not supported: ' || s)"
     " ELSE CAST(s AS TIMESTAMPTZ) END",
     "CREATE MACRO trino_to_iso8601(x DATE) AS strftime(x, '%Y-%m-%d'),"
     " (x TIMESTAMP) AS strftime(x, '%Y-%m-%dT%H:%M:%S.%g'),"
