@@ -126,6 +126,7 @@ class QueryService(MetadataOperations):
         self._recent: OrderedDict[str, QueryExecution] = OrderedDict()  # finished: never change
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, int], threading.Semaphore] = {}
+        self._ended = threading.Condition()  # notified when an execution of this process ends
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
         self._spill = settings.data_dir / "query" / "spill"
         self._spill.mkdir(parents=True, exist_ok=True)
@@ -309,8 +310,12 @@ class QueryService(MetadataOperations):
         try:
             # This process's slot bounds its threads; the state database's count of
             # RUNNING executions bounds the workgroup across every server process.
+            # An execution ending here wakes the waiters at once; one ending in another
+            # process is seen at the next look.
             while not self.workgroups.start_running(execution.id, run.group):
-                if run.cancelled.wait(_CAP_RECHECK_SECONDS):
+                with self._ended:
+                    self._ended.wait(_CAP_RECHECK_SECONDS)
+                if run.cancelled.is_set():
                     break
             execution.statistics.queue_ms = _ms(time.monotonic() - queued_at)
             if run.cancelled.is_set():
@@ -329,6 +334,8 @@ class QueryService(MetadataOperations):
             slot.release()
             with self._lock:
                 self._runs.pop(execution.id, None)
+            with self._ended:
+                self._ended.notify_all()
 
     def _run(self, execution: QueryExecution, run: _Run) -> None:
         started = time.monotonic()
