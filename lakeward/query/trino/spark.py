@@ -270,6 +270,9 @@ class _Checker:
         for join in node.args.get("joins") or []:
             if join.args.get("using") or join.method:
                 raise _refuse("JOIN USING or NATURAL", "not checked against Trino's answers")
+            if isinstance(join.this, exp.Unnest) and (join.side or join.args.get("on")):
+                # Spark's LATERAL VIEW drops the rows whose array is empty, as CROSS JOIN does.
+                raise _refuse(f"{join.side} JOIN UNNEST".strip(), "Spark keeps only CROSS JOIN's")
             self.source(join.this, scope)
             if join.args.get("on"):
                 self.boolean(join.args["on"], scope)
@@ -296,7 +299,10 @@ class _Checker:
                     if not table or table == alias:
                         columns.extend(cols.items())
                 continue
-            columns.append((projection.alias_or_name, self.type(projection, scope)))
+            found = self.type(projection, scope)
+            if found is not None and found.startswith("interval"):
+                raise _refuse("an interval value", "Spark writes intervals otherwise")
+            columns.append((projection.alias_or_name, found))
         # ORDER BY may name the select's output columns.
         ordering = _Scope(dict(scope.sources), ctes, set(scope.opaque))
         ordering.sources[""] = dict(columns)
@@ -334,6 +340,9 @@ class _Checker:
                 ref = TableRef(node.catalog.lower(), node.db.lower(), name)
                 scope.sources[alias or name] = dict(self.tables.get(ref, {}))
             return
+        if isinstance(node, exp.Unnest):
+            self.unnest(node, scope)
+            return
         if isinstance(node, (exp.Subquery, exp.Values)):
             if node.args.get("sample"):
                 raise _refuse("TABLESAMPLE", "of a subquery or VALUES")
@@ -350,6 +359,21 @@ class _Checker:
         raise _refuse(_name(node), "not checked against Trino's answers")
 
     # --- expressions ------------------------------------------------------------------------
+
+    def unnest(self, node: exp.Unnest, scope: _Scope) -> None:
+        if node.args.get("offset"):
+            raise _refuse("UNNEST WITH ORDINALITY", "Spark numbers the elements from 0")
+        elements: list[Type] = []
+        for array in node.expressions:
+            found = self.type(array, scope)
+            if not self.unknown("UNNEST", [found]) and _element(found) is None:
+                raise _refuse("UNNEST", f"of a {found}")
+            elements.append(_element(found))
+        alias = node.args.get("alias")
+        names = [c.name.lower() for c in alias.columns] if alias else []
+        if alias is None or len(names) != len(elements):
+            raise _refuse("UNNEST", "unless each array is named by one column: AS t(x)")
+        scope.sources[alias.name.lower()] = dict(zip(names, elements, strict=True))
 
     def grouping(self, node: exp.Expr, scope: _Scope) -> None:
         """A GROUP BY element: an expression, or a ROLLUP, CUBE or GROUPING SETS of them."""
@@ -404,6 +428,9 @@ def _arithmetic(checker: _Checker, node: exp.Binary, scope: _Scope) -> Type:
     symbol = _name(node)
     if checker.unknown(symbol, [left, right]):
         return None
+    moved = right in _INTERVAL_OPERANDS and left in _INTERVAL_OPERANDS[right]
+    if isinstance(node, (exp.Add, exp.Sub)) and moved:
+        return left  # a date or timestamp moved by days, months or years (end of month kept)
     if "unknown" in (left, right) and _is_number(left) | _is_number(right):
         return left if right == "unknown" else right
     if not (_is_number(left) and _is_number(right)):
@@ -1035,6 +1062,54 @@ def _grouping(checker: _Checker, node: exp.Grouping, scope: _Scope) -> Type:
     return "bigint"
 
 
+# Intervals by unit: their type, and what they may be added to or taken from.
+_INTERVAL_UNITS = {
+    "YEAR": "interval year to month",
+    "MONTH": "interval year to month",
+    "DAY": "interval day to second",
+    "HOUR": "interval day to second (time)",
+    "MINUTE": "interval day to second (time)",
+    "SECOND": "interval day to second (time)",
+}
+_INTERVAL_OPERANDS = {
+    "interval year to month": ("date", "timestamp"),
+    "interval day to second": ("date", "timestamp"),
+    "interval day to second (time)": ("timestamp",),
+}
+
+
+def _interval(_: _Checker, node: exp.Interval, __: _Scope) -> Type:
+    unit = node.args.get("unit")
+    name = unit.name.upper() if isinstance(unit, exp.Expr) else ""
+    amount = _literal_text(node.this)
+    if name not in _INTERVAL_UNITS or amount is None or not re.fullmatch(r"[0-9]{1,9}", amount):
+        raise _refuse("INTERVAL", "other than a whole number of years, months, days, hours, ...")
+    return _INTERVAL_UNITS[name]
+
+
+def _day_of_week(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    _of_types(checker, node, scope, [node.this], "date", "timestamp")
+    # Trino's week starts on Monday (1); Spark's weekday counts from Monday as 0.
+    weekday = exp.Add(
+        this=exp.Anonymous(this="WEEKDAY", expressions=[node.this]),
+        expression=exp.Literal.number(1),
+    )
+    node.replace(exp.Cast(this=weekday, to=exp.DataType.build("BIGINT")))
+    return "bigint"
+
+
+# MySQL specifiers (as sqlglot reads Trino's date_format) that Spark prints the same way.
+_FORMAT = re.compile(r"(%[YmdHMSy]|[-/:., ])*")
+
+
+def _date_format(checker: _Checker, node: exp.TimeToStr, scope: _Scope) -> Type:
+    pattern = _literal_text(node.args.get("format"))
+    if pattern is None or not _FORMAT.fullmatch(pattern):
+        raise _refuse(_name(node), "with specifiers other than %Y %y %m %d %H %i %s")
+    _of_types(checker, node, scope, [node.this], "date", "timestamp")
+    return "varchar"
+
+
 # The arguments, besides this and expression, that each function's check looks at.
 _ARGUMENTS: dict[type[exp.Expr], set[str]] = {
     exp.Cast: {"to"},
@@ -1056,6 +1131,7 @@ _ARGUMENTS: dict[type[exp.Expr], set[str]] = {
     exp.TimestampTrunc: {"unit"},
     exp.DateAdd: {"unit"},
     exp.DateDiff: {"unit"},
+    exp.TimeToStr: {"format"},
 }
 
 _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
@@ -1137,6 +1213,9 @@ _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.ArrayContains: _array_search,
     exp.ArrayPosition: _array_search,
     exp.Grouping: _grouping,
+    exp.Interval: _interval,
+    exp.DayOfWeekIso: _day_of_week,
+    exp.TimeToStr: _date_format,
     exp.Extract: _extract,
     exp.DateAdd: _date_add,
     exp.DateDiff: _date_diff,
