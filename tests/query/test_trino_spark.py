@@ -42,6 +42,12 @@ def test_what_spark_answers_otherwise_is_rewritten_to_trinos_answer() -> None:
     )
 
 
+def test_lambdas_take_the_arrays_element_type() -> None:
+    assert spark_sql("SELECT none_match(ARRAY[1, 2], x -> x / 2 > 0)") == (
+        "SELECT NOT (EXISTS(ARRAY(1, 2), x -> CAST(x DIV 2 AS INT) > 0)) AS `_col0`"
+    )
+
+
 def test_a_stored_tables_columns_type_the_query_when_it_runs() -> None:
     assert "CAST(deaths DIV 7 AS INT)" in spark_sql("SELECT deaths / 7 FROM covid_deaths")
     # Started: the columns are not known yet, so nothing is refused...
@@ -57,7 +63,8 @@ def test_a_stored_tables_columns_type_the_query_when_it_runs() -> None:
         ("SELECT 1.5 / 2", "operator /"),
         ("SELECT CAST(1.5e0 AS decimal(3,1))", "CAST from double to decimal"),
         ("SELECT substr('abc', 0)", "function substr"),
-        ("SELECT transform(ARRAY[1], x -> x)", "function transform"),
+        ("SELECT json_extract_scalar('{}', '$.a')", "function json_extract_scalar"),
+        ("SELECT reduce(ARRAY[BIGINT '1'], 0, (s, x) -> s + x, s -> s)", "function reduce"),
         ("SELECT '1' = 1", "operator ="),
         ("SELECT row_number() OVER () FROM (VALUES 1) t(x)", "window function row_number"),
         ("SELECT count(*) FROM (VALUES 1) t(x) TABLESAMPLE BERNOULLI (50)", "TABLESAMPLE"),

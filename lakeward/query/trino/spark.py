@@ -179,6 +179,8 @@ class _Scope:
     ctes: dict[str, list[tuple[str, Type]]] = field(default_factory=dict)
     # Sources whose columns are not known yet (a stored table, before the query runs).
     opaque: set[str] = field(default_factory=set)
+    # The parameters of the lambda expressions around, by name.
+    lambdas: dict[str, Type] = field(default_factory=dict)
 
     def column(self, node: exp.Column) -> Type:
         name = node.name.lower()
@@ -921,9 +923,105 @@ def _escape(checker: _Checker, node: exp.Escape, scope: _Scope) -> Type:
     return "boolean"
 
 
+def _parameter(_: _Checker, node: exp.Identifier, scope: _Scope) -> Type:
+    name = node.name.lower()
+    if name not in scope.lambdas:
+        raise _refuse(f"the name {node.name}", "not a parameter of a lambda expression")
+    return scope.lambdas[name]
+
+
+def _apply(
+    checker: _Checker, function: exp.Expr, scope: _Scope, node: exp.Expr, *parameters: Type
+) -> Type:
+    """The type of a lambda expression's body, its parameters typed as given."""
+    if not isinstance(function, exp.Lambda) or len(function.expressions) != len(parameters):
+        raise _refuse(_name(node), f"unless given a lambda expression of {len(parameters)}")
+    inner = _Scope(scope.sources, scope.ctes, scope.opaque, dict(scope.lambdas))
+    for name, found in zip(function.expressions, parameters, strict=True):
+        inner.lambdas[name.name.lower()] = found
+    return checker.type(function.this, inner)
+
+
+def _array_argument(checker: _Checker, array: exp.Expr, scope: _Scope, node: exp.Expr) -> Type:
+    found = checker.type(array, scope)
+    if not checker.unknown(_name(node), [found]) and _element(found) is None:
+        raise _refuse(_name(node), f"of a {found}")
+    return _element(found)
+
+
+def _transform(checker: _Checker, node: exp.Transform, scope: _Scope) -> Type:
+    element = _array_argument(checker, node.this, scope, node)
+    result = _apply(checker, node.expression, scope, node, element)
+    return None if result is None else f"array({result})"
+
+
+def _filter(checker: _Checker, node: exp.ArrayFilter, scope: _Scope) -> Type:
+    element = _array_argument(checker, node.this, scope, node)
+    condition = _apply(checker, node.expression, scope, node, element)
+    if not checker.unknown(_name(node), [condition]) and condition not in ("boolean", "unknown"):
+        raise _refuse(_name(node), f"with a condition of type {condition}")
+    return None if element is None else f"array({element})"
+
+
+def _reduce(checker: _Checker, node: exp.Reduce, scope: _Scope) -> Type:
+    element = _array_argument(checker, node.this, scope, node)
+    state = checker.type(node.args["initial"], scope)
+    merged = _apply(checker, node.args["merge"], scope, node, state, element)
+    if checker.unknown(_name(node), [state, merged]):
+        return None
+    if merged != state:  # Spark's aggregate keeps the initial value's type; Trino widens
+        raise _refuse(_name(node), f"whose state changes type from {state} to {merged}")
+    finish = node.args.get("finish")
+    return state if finish is None else _apply(checker, finish, scope, node, state)
+
+
+def _match(checker: _Checker, node: exp.Anonymous, scope: _Scope) -> Type:
+    if len(node.expressions) != 2:
+        raise _refuse(_name(node), "unless given an array and a lambda expression")
+    element = _array_argument(checker, node.expressions[0], scope, node)
+    condition = _apply(checker, node.expressions[1], scope, node, element)
+    if not checker.unknown(_name(node), [condition]) and condition not in ("boolean", "unknown"):
+        raise _refuse(_name(node), f"with a condition of type {condition}")
+    # Spark's exists and forall are three-valued as Trino's any_match and all_match.
+    name = str(node.name).lower()
+    spark = exp.Anonymous(
+        this="FORALL" if name == "all_match" else "EXISTS", expressions=list(node.expressions)
+    )
+    node.replace(exp.Not(this=exp.Paren(this=spark)) if name == "none_match" else spark)
+    return "boolean"
+
+
+def _zip_with(checker: _Checker, node: exp.Anonymous, scope: _Scope) -> Type:
+    if len(node.expressions) != 3:
+        raise _refuse(_name(node), "unless given two arrays and a lambda expression")
+    first = _array_argument(checker, node.expressions[0], scope, node)
+    second = _array_argument(checker, node.expressions[1], scope, node)
+    result = _apply(checker, node.expressions[2], scope, node, first, second)
+    return None if result is None else f"array({result})"
+
+
+def _array_sort(checker: _Checker, node: exp.ArraySort, scope: _Scope) -> Type:
+    element = _array_argument(checker, node.this, scope, node)
+    nulls_first = node.args.get("nulls_first")
+    if isinstance(nulls_first, exp.Boolean) and nulls_first.this:
+        raise _refuse(_name(node), "with nulls first")
+    if node.expression is None:
+        if element not in (*_INTEGERS, "varchar", "date", "boolean", "unknown", None):
+            raise _refuse(_name(node), f"of {element} values")
+    else:
+        order = _apply(checker, node.expression, scope, node, element, element)
+        if not checker.unknown(_name(node), [order]) and not _is_integer(order):
+            raise _refuse(_name(node), f"with a comparator giving a {order}")
+    return None if element is None else f"array({element})"
+
+
 # Functions sqlglot passes through by name, with their checks.
 _NAMED: dict[str, Callable[[_Checker, Any, _Scope], Type]] = {
     "every": lambda checker, node, scope: _boolean_aggregate(checker, node, scope),
+    "any_match": lambda checker, node, scope: _match(checker, node, scope),
+    "all_match": lambda checker, node, scope: _match(checker, node, scope),
+    "none_match": lambda checker, node, scope: _match(checker, node, scope),
+    "zip_with": lambda checker, node, scope: _zip_with(checker, node, scope),
 }
 
 
@@ -1132,6 +1230,8 @@ _ARGUMENTS: dict[type[exp.Expr], set[str]] = {
     exp.DateAdd: {"unit"},
     exp.DateDiff: {"unit"},
     exp.TimeToStr: {"format"},
+    exp.Reduce: {"initial", "merge", "finish"},
+    exp.ArraySort: {"nulls_first"},
 }
 
 _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
@@ -1216,6 +1316,11 @@ _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.Interval: _interval,
     exp.DayOfWeekIso: _day_of_week,
     exp.TimeToStr: _date_format,
+    exp.Identifier: _parameter,
+    exp.Transform: _transform,
+    exp.ArrayFilter: _filter,
+    exp.Reduce: _reduce,
+    exp.ArraySort: _array_sort,
     exp.Extract: _extract,
     exp.DateAdd: _date_add,
     exp.DateDiff: _date_diff,
