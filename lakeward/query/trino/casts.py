@@ -31,7 +31,7 @@ def _checked_text(name: str, valid: str, value: str, refused: str) -> str:
 
 
 def _cannot(target: str, as_type: str) -> str:
-    return fail(f"'Cannot cast ''' || s || ''' to {target}'", as_type)
+    return fail(f"'Cannot cast ''' || s || ''' to {target}'", as_type, "INVALID_CAST_ARGUMENT")
 
 
 _INTEGER_TEXT = "regexp_full_match(s, '[+-]?[0-9]+')"

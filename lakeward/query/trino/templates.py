@@ -26,13 +26,23 @@ def fill(text: str, **parts: exp.Expr) -> exp.Expr:
     return tree
 
 
-def fail(message: str, as_type: str | None = None) -> str:
+# Marks a failure of the translation's own making in the engine's error message, so that
+# the reason reported is the message itself (query/athena_errors.py).
+FAILURE_MARK = "TRINO_ERROR "
+
+
+def fail(message: str, as_type: str | None = None, code: str = "") -> str:
     """DuckDB SQL that fails with ``message`` (SQL text of a string) when evaluated.
 
     A cast of the message to a number, not DuckDB's error(): that one is volatile,
     and DuckDB refuses TRY(...) over anything volatile, while Trino's TRY turns
     exactly these failures into NULL. As a TINYINT it fits any numeric CASE
     without widening the other branches' type; ``as_type`` casts it further.
+    ``code`` is Athena's error name: NOT_SUPPORTED for a refusal, else
+    INVALID_FUNCTION_ARGUMENT unless given.
     """
-    failing = f"CAST({message} AS TINYINT)"
+    if not code:
+        refused = "is not supported" in message
+        code = "NOT_SUPPORTED" if refused else "INVALID_FUNCTION_ARGUMENT"
+    failing = f"CAST('{FAILURE_MARK}{code}: ' || {message} AS TINYINT)"
     return f"CAST({failing} AS {as_type})" if as_type else failing

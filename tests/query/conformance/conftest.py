@@ -1,4 +1,8 @@
-"""The conformance suite's service, and its per-area counts printed at the end of the run."""
+"""The conformance suite's service, and its per-area counts printed at the end of the run.
+
+When every case ran on DuckDB, the counts must be those of docs/query.md's support
+table: the run fails otherwise, naming the areas that differ.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,14 @@ import pytest
 
 from lakeward.config import load_settings
 from lakeward.query.service import QueryService
-from tests.query.conformance.suite import Runner, counts, summary
+from tests.query.conformance.suite import (
+    DOCS,
+    Runner,
+    counts,
+    documented_counts,
+    load_cases,
+    summary,
+)
 
 PROPERTY = "conformance"
 SPARK_PROPERTY = "conformance-spark"
@@ -41,3 +52,22 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         if _outcomes[name]:
             terminalreporter.section(f"Athena conformance ({engine}): cases per area")
             terminalreporter.write_line(summary(counts(_outcomes[name])))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    ran = _outcomes[PROPERTY]
+    if not ran or len(ran) != len(load_cases()):  # a selection, or an xdist worker's share
+        return
+    found = {area: (c["passed"], c["refused"], c["wrong"]) for area, c in counts(ran).items()}
+    documented = documented_counts(DOCS.read_text())
+    if found != documented:
+        differ = sorted(
+            a for a in found.keys() | documented.keys() if found.get(a) != documented.get(a)
+        )
+        session.config.get_terminal_writer().line(
+            f"docs/query.md's support table differs from the suite for {', '.join(differ)} "
+            f"(suite: {[found.get(a) for a in differ]}, docs: {[documented.get(a) for a in differ]}"
+            "; passed, refused, wrong): run python -m tests.query.conformance.suite",
+            red=True,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -30,6 +30,7 @@ Its outcome is one of:
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -235,3 +236,68 @@ def summary(table: dict[str, Counter[str]]) -> str:
         )
     lines.append(f"{'total':<12} {total['passed']:>7} {total['refused']:>8} {total['wrong']:>6}")
     return "\n".join(lines)
+
+
+# -- the support table in docs/query.md ------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "query.md"
+BEGIN, END = "<!-- conformance:duckdb -->", "<!-- /conformance:duckdb -->"
+_ROW = re.compile(r"^\| (\w+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$")
+
+
+def support_block(outcomes: list[Outcome]) -> str:
+    """The docs' table of counts per area, and each refused case with lakeward's reason."""
+    table = counts([(o.case.area, o.status) for o in outcomes])
+    lines = [BEGIN, "", "| area | cases | passed | refused | wrong |", "|---|---|---|---|---|"]
+    for area, counter in table.items():
+        lines.append(
+            f"| {area} | {sum(counter.values())} | {counter['passed']} | {counter['refused']} "
+            f"| {counter['wrong']} |"
+        )
+    lines += ["", "Refused, with the reason lakeward gives:", ""]
+    for outcome in outcomes:
+        if outcome.status == "refused":
+            reason = (outcome.error or "").replace("|", "\\|")
+            lines.append(f"- {outcome.case.area}: `{outcome.case.sql}`: {reason}")
+    return "\n".join([*lines, "", END])
+
+
+def documented_counts(text: str) -> dict[str, tuple[int, int, int]]:
+    """The (passed, refused, wrong) per area that docs/query.md's support table states."""
+    block = text.partition(BEGIN)[2].partition(END)[0]
+    found = {}
+    for line in block.splitlines():
+        match = _ROW.match(line.strip())
+        if match:
+            found[match[1]] = (int(match[3]), int(match[4]), int(match[5]))
+    return found
+
+
+def _write_docs() -> None:
+    """Run every case on DuckDB and put the support block into docs/query.md."""
+    import logging
+    import tempfile
+
+    from lakeward.config import load_settings
+
+    logging.disable(logging.WARNING)  # refused queries are logged; here they are the point
+    with tempfile.TemporaryDirectory() as directory:
+        data = Path(directory) / "data"
+        data.mkdir()
+        service = QueryService(load_settings(data_dir=data, env={}))
+        try:
+            runner = Runner(service)
+            outcomes = [runner.run(case) for case in load_cases()]
+        finally:
+            service.close()
+    text = DOCS.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{DOCS} has no {BEGIN} ... {END} block to fill")
+    before, _, rest = text.partition(BEGIN)
+    after = rest.partition(END)[2]
+    DOCS.write_text(before + support_block(outcomes) + after)
+    print(summary(counts([(o.case.area, o.status) for o in outcomes])))
+
+
+if __name__ == "__main__":  # python -m tests.query.conformance.suite
+    _write_docs()
