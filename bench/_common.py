@@ -111,18 +111,23 @@ def process_table() -> dict[int, tuple[int, int]]:
     return table
 
 
-def tree_cpu(root: int) -> float:
-    """CPU seconds used so far by a process and its live descendants (a server's
-    supervisor and its worker processes)."""
-    table = process_table()
-    members, changed = {root}, True
+def tree_ticks(table: dict[int, tuple[int, int]], roots: list[int]) -> dict[int, int]:
+    """Jiffies of ``roots`` and all their descendants, from a ``process_table()``."""
+    members = {r for r in roots if r in table}
+    changed = True
     while changed:
         changed = False
         for pid, (parent, _ticks) in table.items():
             if parent in members and pid not in members:
                 members.add(pid)
                 changed = True
-    return sum(table[pid][1] for pid in members if pid in table) / TICK
+    return {pid: table[pid][1] for pid in members}
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds used so far by a process and its live descendants (a server's
+    supervisor and its worker processes)."""
+    return sum(tree_ticks(process_table(), [root]).values()) / TICK
 
 
 def other_benchmarks(pattern: str) -> list[str]:

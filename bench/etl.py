@@ -42,7 +42,7 @@ from urllib.parse import unquote, urlparse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import free_port, process_table, say  # noqa: E402 - beside this script
+from _common import free_port, process_table, say, tree_ticks  # noqa: E402 - beside this script
 from _duckdb_etl import VARIANTS, DuckResult, compare_outputs, run_duckdb  # noqa: E402
 from _jhu_synth import make_synthetic  # noqa: E402
 
@@ -74,16 +74,7 @@ def _machine_ticks() -> tuple[int, int]:
 
 def _our_ticks(extra: list[int]) -> dict[int, int]:
     """CPU jiffies of this process, its descendants (the Spark JVM) and ``extra`` pids."""
-    table = process_table()
-    ours = {os.getpid(), *extra}
-    changed = True
-    while changed:
-        changed = False
-        for pid, (parent, _ticks) in table.items():
-            if parent in ours and pid not in ours:
-                ours.add(pid)
-                changed = True
-    return {pid: table[pid][1] for pid in ours if pid in table}
+    return tree_ticks(process_table(), [os.getpid(), *extra])
 
 
 @dataclass

@@ -75,6 +75,7 @@ from _common import (  # noqa: E402 - beside this script
     percentile,
     process_table,
     say,
+    tree_ticks,
     wait_for_other_benchmarks,
 )
 
@@ -106,19 +107,6 @@ TARGET_QPS = 50.0  # with --clients clients, and no errors
 OTHER_BENCHMARKS = r"bench/[e]tl\.py"
 
 
-def _tree_ticks(table: dict[int, tuple[int, int]], roots: list[int]) -> dict[int, int]:
-    """Jiffies of ``roots`` and all their descendants."""
-    members = {r for r in roots if r in table}
-    changed = True
-    while changed:
-        changed = False
-        for pid, (parent, _ticks) in table.items():
-            if parent in members and pid not in members:
-                members.add(pid)
-                changed = True
-    return {pid: table[pid][1] for pid in members}
-
-
 @dataclass
 class CpuUse:
     wall: float = 0.0
@@ -133,14 +121,14 @@ def cpu_meter(groups: dict[str, list[int]]) -> Iterator[CpuUse]:
     """CPU use of each group of process trees, and of everything else, during the block."""
     use = CpuUse()
     busy0, table0 = machine_busy(), process_table()
-    before = {name: _tree_ticks(table0, pids) for name, pids in groups.items()}
+    before = {name: tree_ticks(table0, pids) for name, pids in groups.items()}
     clock = time.perf_counter()
     yield use
     use.wall = time.perf_counter() - clock
     busy1, table1 = machine_busy(), process_table()
     ours = 0.0
     for name, pids in groups.items():
-        after = _tree_ticks(table1, pids)
+        after = tree_ticks(table1, pids)
         ticks = sum(t - before[name].get(pid, 0) for pid, t in after.items()) / TICK
         use.cores[name] = ticks / use.wall
         ours += ticks
