@@ -15,9 +15,17 @@ from sqlglot import exp
 from lakeward.errors import InvalidRequest
 from lakeward.query.trino.calls import call
 
+_AVERAGED = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DOUBLE", "INTERVAL")
+
 MACROS: list[str] = [
     "CREATE MACRO trino_histogram(h) AS map_from_entries("
     "list_transform(map_entries(h), lambda e: {'key': e.key, 'value': CAST(e.value AS BIGINT)}))",
+    # Trino's average of reals is a real, of decimals a decimal of the same scale rounded half
+    # up: DuckDB's is a double, so decimals are refused.
+    "CREATE MACRO trino_avg"
+    + "".join(f"(x {t}) AS avg(x), " for t in _AVERAGED)
+    + "(x FLOAT) AS CAST(avg(x) AS FLOAT),"
+    " (x DECIMAL(38, 0)) AS error('avg of a decimal is not supported on DuckDB')",
     "CREATE MACRO trino_map_agg(k, v) AS"
     " map_from_entries(list({'key': k, 'value': v}) FILTER (WHERE k IS NOT NULL))",
 ]
@@ -41,6 +49,9 @@ REFUSED: dict[str, str] = {
 }
 
 
+_BITWISE_AGGREGATES = (exp.BitwiseAndAgg, exp.BitwiseOrAgg, exp.BitwiseXorAgg)
+
+
 def _aggregates(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.ApproxQuantile):
         raise InvalidRequest(
@@ -51,6 +62,11 @@ def _aggregates(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.GroupConcat) and not isinstance(node.this, exp.Order):
         # Trino's listagg needs WITHIN GROUP (ORDER BY ...); string_agg is not Trino's.
         raise InvalidRequest("function string_agg is not a Trino function: use listagg")
+    plain = not isinstance(node.parent, exp.Window | exp.Filter)  # a macro cannot be either
+    if isinstance(node, exp.Avg) and plain and not isinstance(node.this, exp.Distinct):
+        return call("trino_avg", node.this)
+    if isinstance(node, _BITWISE_AGGREGATES):  # Trino's are bigints
+        return exp.cast(node, exp.DataType.build("BIGINT"))
     if isinstance(node, exp.Anonymous):
         name, args = node.name.lower(), node.expressions
         if name == "every" and len(args) == 1:
