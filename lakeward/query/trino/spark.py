@@ -1015,6 +1015,99 @@ def _array_sort(checker: _Checker, node: exp.ArraySort, scope: _Scope) -> Type:
     return None if element is None else f"array({element})"
 
 
+def _array_join(checker: _Checker, node: exp.ArrayToString, scope: _Scope) -> Type:
+    element = _array_argument(checker, node.this, scope, node)
+    if element not in (*_INTEGERS, "varchar", "unknown", None):
+        raise _refuse(_name(node), f"of {element} values")
+    _of_types(
+        checker,
+        node,
+        scope,
+        [node.expression, *[node.args[k] for k in ("null",) if node.args.get(k)]],
+        "varchar",
+    )
+    return "varchar"
+
+
+def _same_arrays(checker: _Checker, node: exp.Expr, scope: _Scope, arrays: list[exp.Expr]) -> Type:
+    """Arrays of one element type, as Spark's array functions want them (Trino would widen)."""
+    found = [checker.type(a, scope) for a in arrays]
+    if checker.unknown(_name(node), found):
+        return None
+    known = {t for t in found if _element(t) != "unknown"}
+    if any(_element(t) is None for t in found) or len(known) > 1:
+        raise _refuse(_name(node), f"on {' and '.join(map(str, found))}")
+    return known.pop() if known else found[0]
+
+
+def _concat(checker: _Checker, node: exp.Concat, scope: _Scope) -> Type:
+    first = checker.type(node.expressions[0], scope) if node.expressions else None
+    if _element(first) is not None:
+        return _same_arrays(checker, node, scope, node.expressions)
+    return _string_function(checker, node, scope)
+
+
+def _array_concat(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    arrays = node.expressions if isinstance(node, exp.Concat) else [node.this, node.expression]
+    if isinstance(node, exp.Concat) or _element(checker.type(node.this, scope)) is not None:
+        return _same_arrays(checker, node, scope, arrays)
+    return _string_function(checker, node, scope)
+
+
+def _sequence(checker: _Checker, node: exp.GenerateSeries, scope: _Scope) -> Type:
+    bounds = [node.args[k] for k in ("start", "end", "step") if node.args.get(k) is not None]
+    _of_types(checker, node, scope, bounds, *_INTEGERS)
+    numbers = [_literal_int(b) for b in bounds]
+    start, end, step = (*numbers, None)[:3] if len(numbers) == 2 else numbers
+    if start is None or end is None or (len(numbers) == 3 and not step):
+        raise _refuse(_name(node), "unless its bounds and step are numbers")
+    step = step or (1 if end >= start else -1)
+    # Trino refuses sequences of more than 10,000 entries; Spark makes them.
+    if (end - start) // step + 1 > 10_000:
+        raise _refuse(_name(node), "of more than 10000 entries")
+    return "array(bigint)"
+
+
+def _slice(checker: _Checker, node: exp.ArraySlice, scope: _Scope) -> Type:
+    found = checker.type(node.this, scope)
+    _of_types(checker, node, scope, [node.args["start"], node.args["end"]], *_INTEGERS)
+    if not checker.unknown(_name(node), [found]) and _element(found) is None:
+        raise _refuse(_name(node), f"of a {found}")
+    return found
+
+
+def _array_unary(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    found = checker.type(node.this, scope)
+    if checker.unknown(_name(node), [found]):
+        return None
+    if _element(found) is None or (
+        isinstance(node, exp.Flatten) and _element(_element(found)) is None
+    ):
+        raise _refuse(_name(node), f"of a {found}")
+    return _element(found) if isinstance(node, exp.Flatten) else found
+
+
+def _array_remove(checker: _Checker, node: exp.ArrayRemove, scope: _Scope) -> Type:
+    found = checker.type(node.this, scope)
+    value = checker.type(node.expression, scope)
+    if checker.unknown(_name(node), [found, value]):
+        return None
+    if _element(found) is None:
+        raise _refuse(_name(node), f"from a {found}")
+    _comparable(checker, [_element(found), value], node)
+    return found
+
+
+def _array_pair(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
+    arrays = (
+        list(node.expressions) if isinstance(node, exp.Anonymous) else [node.this, node.expression]
+    )
+    if len(arrays) != 2:
+        raise _refuse(_name(node), "unless given two arrays")
+    found = _same_arrays(checker, node, scope, arrays)
+    return "boolean" if str(node.name).lower() == "arrays_overlap" else found
+
+
 # Functions sqlglot passes through by name, with their checks.
 _NAMED: dict[str, Callable[[_Checker, Any, _Scope], Type]] = {
     "every": lambda checker, node, scope: _boolean_aggregate(checker, node, scope),
@@ -1022,6 +1115,8 @@ _NAMED: dict[str, Callable[[_Checker, Any, _Scope], Type]] = {
     "all_match": lambda checker, node, scope: _match(checker, node, scope),
     "none_match": lambda checker, node, scope: _match(checker, node, scope),
     "zip_with": lambda checker, node, scope: _zip_with(checker, node, scope),
+    "arrays_overlap": lambda checker, node, scope: _array_pair(checker, node, scope),
+    "array_union": lambda checker, node, scope: _array_pair(checker, node, scope),
 }
 
 
@@ -1232,6 +1327,9 @@ _ARGUMENTS: dict[type[exp.Expr], set[str]] = {
     exp.TimeToStr: {"format"},
     exp.Reduce: {"initial", "merge", "finish"},
     exp.ArraySort: {"nulls_first"},
+    exp.ArrayToString: {"null"},
+    exp.GenerateSeries: {"start", "end", "step"},
+    exp.ArraySlice: {"start", "end"},
 }
 
 _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
@@ -1262,7 +1360,7 @@ _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.Nullif: _nullif,
     exp.Upper: _string_function,
     exp.Lower: _string_function,
-    exp.DPipe: _string_function,
+    exp.DPipe: _array_concat,
     exp.Length: _length,
     exp.Count: _count,
     exp.Sum: _sum,
@@ -1281,7 +1379,7 @@ _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.Like: _like,
     exp.Replace: _string_function,
     exp.Reverse: _string_function,
-    exp.Concat: _string_function,
+    exp.Concat: _concat,
     exp.ConcatWs: _string_function,
     exp.StartsWith: _boolean_string_function,
     exp.Substring: _substring,
@@ -1321,6 +1419,13 @@ _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.ArrayFilter: _filter,
     exp.Reduce: _reduce,
     exp.ArraySort: _array_sort,
+    exp.ArrayToString: _array_join,
+    exp.GenerateSeries: _sequence,
+    exp.ArraySlice: _slice,
+    exp.Flatten: _array_unary,
+    exp.ArrayDistinct: _array_unary,
+    exp.ArrayRemove: _array_remove,
+    exp.ArrayExcept: _array_pair,
     exp.Extract: _extract,
     exp.DateAdd: _date_add,
     exp.DateDiff: _date_diff,
