@@ -124,7 +124,8 @@ def to_engine_sql(
     columns: Mapping[TableRef, Sequence[Column]] | None = None,
 ) -> str:
     """The select (or explained select) in ``dialect``, each table named by ``table_name``;
-    ``columns``: the stored tables' columns, which the Spark translation checks types with."""
+    ``columns``: the stored tables' columns, which the Spark translation checks types with
+    and the DuckDB one types numeric operations by."""
     target = statement.explained or statement
     if target._ast is None:
         raise InvalidRequest(f"{statement.kind} is answered from the metastore, not by an engine")
@@ -145,8 +146,12 @@ def to_engine_sql(
             table.set("alias", exp.TableAlias(this=exp.to_identifier(ref.table)))
         for part in ("this", "db", "catalog"):
             table.set(part, engine_table.args.get(part))
-    if dialect == "duckdb":
-        tree = trino.to_duckdb(tree)
+    if dialect == "duckdb":  # stored columns type operations on them (decimal division)
+        stored = {
+            (r.catalog, r.database, r.table): {c.name.lower(): c.type for c in cols}
+            for r, cols in (columns or {}).items()
+        }
+        tree = trino.to_duckdb(tree, stored)
     try:
         # Users' comments would be re-quoted into the engine's text; they are of no use there.
         return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE, comments=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from decimal import Decimal
 
 import duckdb
 import pytest
@@ -407,6 +408,36 @@ def test_trino_query_over_a_table_runs_on_duckdb(duck: duckdb.DuckDBPyConnection
     )
     sql = to_engine_sql(statement, "duckdb", duckdb_name)
     assert duck.execute(sql).fetchall() == [(4, "220")]
+
+
+def test_stored_columns_type_trino_arithmetic_on_duckdb(duck: duckdb.DuckDBPyConnection) -> None:
+    duck.execute(
+        f'CREATE VIEW {CATALOG}."default".prices AS SELECT * FROM (VALUES '
+        "('a', CAST(10.25 AS DECIMAL(10, 2)), 7, 2.5)) AS t(item, price, units, weight)"
+    )
+    prices = TableRef(CATALOG, "default", "prices")
+    columns = {
+        prices: [Column("item", "string"), Column("price", "decimal(10,2)")]
+        + [Column("units", "int"), Column("weight", "double")]
+    }
+    statement = parse(
+        "SELECT price / 4, floor(price), round(price, 1), 100.0 * units / 3, units / 2, "
+        "weight / 0 FROM prices"
+    )
+    sql = to_engine_sql(statement, "duckdb", duckdb_name, columns)
+    relation = duck.sql(sql)
+    # decimal(10,2) / integer is decimal(10,2), rounded half up; floor and round keep
+    # Trino's types; decimal(4,1) * integer / integer is decimal(14,1); a double / 0 is infinite.
+    assert [str(t) for t in relation.types] == [
+        "DECIMAL(10,2)", "DECIMAL(9,0)", "DECIMAL(11,2)", "DECIMAL(14,1)", "INTEGER", "DOUBLE"
+    ]  # fmt: skip
+    assert relation.fetchall() == [
+        (Decimal("2.56"), Decimal("10"), Decimal("10.30"), Decimal("233.3"), 3, float("inf"))
+    ]
+    # Without the stored types, a decimal's division is refused rather than typed otherwise.
+    untyped = to_engine_sql(parse("SELECT price / 4 FROM prices"), "duckdb", duckdb_name)
+    with pytest.raises(duckdb.ConversionException, match="is not supported"):
+        duck.execute(untyped).fetchall()
 
 
 def test_trino_functions_translate_for_spark() -> None:

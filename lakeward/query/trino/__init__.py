@@ -84,10 +84,10 @@ def check(tree: exp.Expr) -> None:
             raise InvalidRequest(f"function {name} is not supported: {REFUSED[name]}")
 
 
-def to_duckdb(tree: exp.Expr) -> exp.Expr:
+def to_duckdb(tree: exp.Expr, columns: numbers.Columns | None = None) -> exp.Expr:
     """The Trino tree (a copy the caller owns) rewritten for DuckDB; refusals raise."""
     check(tree)
-    numbers.annotate(tree)
+    numbers.annotate(tree, columns)
     for rewrite in REWRITES:
         tree = _children_first(tree, rewrite)
     name_columns(tree)

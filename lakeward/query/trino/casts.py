@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from lakeward.query.trino.numbers import floating, numeric_type
+from lakeward.query.trino.numbers import cast_from
 from lakeward.query.trino.templates import fail, fill
 
 _INTEGER_NAMES = {
@@ -77,9 +77,10 @@ def cast(node: exp.Expr) -> exp.Expr:
         return node
     value, to = node.this, node.to.this
     safe = isinstance(node, exp.TryCast)
-    known = numeric_type(value) is not None
+    exact, is_floating = cast_from(node)
+    known = exact is not None
     kind = "TRY_CAST" if safe else "CAST"
-    if to in _INTEGER_NAMES and floating(value):  # round half away from zero
+    if to in _INTEGER_NAMES and is_floating:  # round half away from zero
         return fill(f"{kind}(round(_x) AS {_INTEGER_NAMES[to]})", x=value)
     if to in _INTEGER_NAMES and not known:
         name = _INTEGER_NAMES[to]
@@ -101,7 +102,7 @@ def cast(node: exp.Expr) -> exp.Expr:
         )
     if to in (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT):
         text: exp.Expr = node
-        if floating(value):
+        if is_floating:
             text = fill("trino_java_double(_x)", x=value)
         elif not known and not (isinstance(value, exp.Literal) and value.is_string):
             text = fill(

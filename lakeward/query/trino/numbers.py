@@ -12,13 +12,17 @@ to DuckDB's binder through a macro that refuses decimals it cannot type.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
 
+from lakeward.query.types import parse_hive_type
+
 MAX_PRECISION = 38
 _INT32 = 2**31
 _INT64 = 2**63
+_HIVE_INTEGERS = {"tinyint": 3, "smallint": 5, "int": 10, "integer": 10, "bigint": 19}
 _INTEGERS = {
     exp.DataType.Type.TINYINT: 3,
     exp.DataType.Type.SMALLINT: 5,
@@ -69,10 +73,26 @@ def cast_type(to: exp.DataType) -> Numeric | None:
     return None
 
 
+def column_type(hive_type: str) -> Numeric | None:
+    """The exact numeric type of a stored column, from its Hive type; None if not one."""
+    try:
+        parsed = parse_hive_type(hive_type)
+    except ValueError:
+        return None
+    if parsed.name in _HIVE_INTEGERS:
+        return Numeric(_HIVE_INTEGERS[parsed.name], 0, integer=True)
+    if parsed.name == "decimal":  # Hive's bare decimal is decimal(10,0)
+        precision, scale = (list(parsed.params) + [10, 0][len(parsed.params) :])[:2]
+        return Numeric(precision, scale)
+    return None
+
+
 def numeric_type(node: exp.Expr) -> Numeric | None:
     """The exact numeric type of ``node`` in Trino, if the text alone shows it."""
     if isinstance(node, exp.Literal) and not node.is_string:
         return literal_type(node.name)
+    if isinstance(node, exp.Column) and isinstance(node.meta.get(COLUMN_KEY), str):
+        return column_type(node.meta[COLUMN_KEY])
     if isinstance(node, (exp.Paren, exp.Neg, exp.Abs)):
         return numeric_type(node.this)
     if isinstance(node, exp.Cast):  # TryCast too
@@ -151,20 +171,67 @@ def floating(node: exp.Expr) -> bool:
         return floating(node.this)
     if isinstance(node, exp.Cast):
         return node.to.this in _FLOAT_TYPES
+    if isinstance(node, exp.Column) and isinstance(node.meta.get(COLUMN_KEY), str):
+        return node.meta[COLUMN_KEY].strip().lower() in ("double", "float")
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
         return floating(node.left) or floating(node.right)
     return isinstance(node, _DOUBLE_FUNCTIONS)
 
 
 TYPE_KEY = "trino_numeric"
+COLUMN_KEY = "trino_column_type"
+CAST_FROM_KEY = "trino_cast_from"
+Columns = Mapping[tuple[str, str, str], Mapping[str, str]]
+
+
+def _tag_columns(tree: exp.Expr, columns: Columns) -> None:
+    """Mark each column reference that resolves to a stored column with its Hive type.
+
+    Only where it is certain: the select it is in reads from stored tables only (an
+    unqualified name), or names the table it qualifies it with.
+    """
+    for column in tree.find_all(exp.Column):
+        select = column.find_ancestor(exp.Select)
+        if select is None:
+            continue
+        tables, derived = [], False
+        sources = [select.args.get("from_"), *(select.args.get("joins") or [])]
+        for source in sources:
+            source = source.this if isinstance(source, (exp.From, exp.Join)) else None
+            if isinstance(source, exp.Table) and source.args.get("catalog"):
+                tables.append(source)
+            elif source is not None:
+                derived = True
+        name = column.name.lower()
+
+        def held(table: exp.Table) -> Mapping[str, str]:
+            return columns.get((table.catalog.lower(), table.db.lower(), table.name.lower()), {})
+
+        if column.table:
+            found = [t for t in tables if t.alias_or_name.lower() == column.table.lower()]
+        else:
+            found = [] if derived else [t for t in tables if name in held(t)]
+        if len(found) == 1 and name in held(found[0]):
+            column.meta[COLUMN_KEY] = held(found[0])[name]
+
+
 FLOATING_KEY = "trino_floating"
 OPERANDS_KEY = "trino_operands"
 
 
-def annotate(tree: exp.Expr) -> None:
-    """Note each node's numeric type (and its operands') in its meta, for after rewrites."""
+def annotate(tree: exp.Expr, columns: Columns | None = None) -> None:
+    """Note each node's numeric type (and its operands') in its meta, for after rewrites.
+
+    ``columns``: the stored columns' Hive types of the tables the query reads, by
+    (catalog, database, table); a column reference that names one of them plainly
+    is typed by it.
+    """
+    if columns:
+        _tag_columns(tree, columns)
     for node in tree.walk():
         node.meta[TYPE_KEY] = numeric_type(node)
+        if isinstance(node, exp.Cast):
+            node.meta[CAST_FROM_KEY] = (numeric_type(node.this), floating(node.this))
         if isinstance(node, exp.Binary):
             node.meta[OPERANDS_KEY] = (numeric_type(node.left), numeric_type(node.right))
             node.meta[FLOATING_KEY] = floating(node)
@@ -179,6 +246,15 @@ def typed(node: exp.Expr) -> Numeric | None:
 def is_floating(node: exp.Expr) -> bool:
     """Whether ``annotate`` found a binary operator to work on a double or real."""
     return node.meta.get(FLOATING_KEY) is True
+
+
+def cast_from(cast: exp.Cast) -> tuple[Numeric | None, bool]:
+    """The exact numeric type of a cast's value, and whether it is a double or a real,
+    as ``annotate`` found them (before rewrites made the value a macro's call)."""
+    found = cast.meta.get(CAST_FROM_KEY)
+    if isinstance(found, tuple):
+        return found
+    return numeric_type(cast.this), floating(cast.this)
 
 
 def operands(node: exp.Expr) -> tuple[Numeric | None, Numeric | None]:
