@@ -382,8 +382,13 @@ class QueryService(MetadataOperations):
         stats.service_processing_ms = max(
             0, stats.total_execution_ms - stats.engine_execution_ms - stats.queue_ms
         )
+        # Saved before a poll answered from memory can see the state: a client that saw
+        # SUCCEEDED finds the execution done in the state database too (result reuse,
+        # another process's polls).
+        final = _copy(execution)
+        final.state = state
+        self.store.save_execution(final)
         execution.state = state  # last: a poll answered from memory sees the figures with it
-        self.store.save_execution(execution)
         self._remember(execution)
 
     def _remember(self, execution: QueryExecution) -> None:
