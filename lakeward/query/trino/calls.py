@@ -72,7 +72,10 @@ _MAP_CALLS_ALSO = (
 )
 
 
-def kind_of(node: exp.Expr) -> str | None:
+_MAX_DEPTH = 8  # derived tables followed, at most
+
+
+def kind_of(node: exp.Expr, depth: int = 0) -> str | None:
     """'array' or 'map' when the expression's text alone tells; None otherwise."""
     if isinstance(node, exp.Cast) and node.to.this in (exp.DType.ARRAY, exp.DType.MAP):
         return "array" if node.to.this == exp.DType.ARRAY else "map"
@@ -87,5 +90,65 @@ def kind_of(node: exp.Expr) -> str | None:
         if name in _MAP_CALLS or name in _MAP_CALLS_ALSO:
             return "map"
     if isinstance(node, exp.Paren):
-        return kind_of(node.this)
+        return kind_of(node.this, depth)
+    if isinstance(node, exp.Column):
+        source = _derived_source(node)
+        return kind_of(source, depth + 1) if source is not None and depth < _MAX_DEPTH else None
+    return None
+
+
+def _derived_source(column: exp.Column) -> exp.Expr | None:
+    """What a column of a derived table (VALUES, a subquery, a CTE) stands for, if one says.
+
+    Only the query the column is in is searched; a table's columns are not known here.
+    """
+    select = column.find_ancestor(exp.Select)
+    if select is None:
+        return None
+    from_ = select.args.get("from_")
+    sources = [from_.this] if isinstance(from_, exp.From) else []
+    sources += [join.this for join in select.args.get("joins") or []]
+    for source in sources:
+        if column.table and column.table != source.alias_or_name:
+            continue
+        found = _output(source, column.name, select)
+        if found is not None:
+            return found
+    return None
+
+
+def _output(source: exp.Expr, name: str, select: exp.Select) -> exp.Expr | None:
+    """The expression of output column ``name`` of a FROM source, when the text shows it."""
+    if isinstance(source, exp.Table) and not source.args.get("db"):  # a CTE's name
+        query = _cte(source.name, select)
+    elif isinstance(source, exp.Subquery):
+        query = source.this
+    elif isinstance(source, exp.Values):
+        alias = source.args.get("alias")
+        names = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
+        rows = source.expressions
+        if name in names and rows and isinstance(rows[0], exp.Tuple):
+            value: exp.Expr = rows[0].expressions[names.index(name)]
+            return value
+        return None
+    else:
+        return None
+    if isinstance(query, exp.Select):
+        for projection in query.expressions:
+            if projection.alias_or_name == name:
+                unaliased: exp.Expr = projection.unalias()
+                return unaliased
+    return None
+
+
+def _cte(name: str, select: exp.Select) -> exp.Expr | None:
+    node: exp.Expr | None = select
+    while node is not None:
+        with_ = node.args.get("with_")
+        if isinstance(with_, exp.With):
+            for cte in with_.expressions:
+                if cte.alias == name:
+                    defined: exp.Expr = cte.this
+                    return defined
+        node = node.parent
     return None

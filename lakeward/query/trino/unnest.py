@@ -25,20 +25,20 @@ def _field(value: exp.Expr, position: int) -> exp.Expr:
     return call("struct_extract_at", value, exp.Literal.number(position))
 
 
-def _columns_of(args: list[exp.Expr], count: int) -> list[exp.Expr]:
+def _columns_of(kinds: list[str | None], count: int) -> list[exp.Expr]:
     """The expressions of the ``count`` output columns over the zipped element."""
     element = exp.column(_ELEMENT)
-    if len(args) == 1:
+    if len(kinds) == 1:
         if count == 1:
             return [element]
-        if count == 2 and kind_of(args[0]) is None:
+        if count == 2 and kinds[0] is None:
             # A map's entries or an array of two-field rows: DuckDB needs to be told which.
             raise InvalidRequest(
                 "UNNEST into two columns is supported for a map or an array of rows the query "
                 "builds; for a map column write UNNEST(map_keys(m), map_values(m))"
             )
         return [_field(element, i + 1) for i in range(count)]  # a row's or an entry's fields
-    widths = [2 if kind_of(a) == "map" else 1 for a in args]
+    widths = [2 if kind == "map" else 1 for kind in kinds]
     if sum(widths) != count:
         raise InvalidRequest(
             "UNNEST of several arguments is supported with one column per array and two per map"
@@ -56,10 +56,13 @@ def _unnest(node: exp.Expr) -> exp.Expr:
     alias = node.args.get("alias")
     names = list(alias.columns) if isinstance(alias, exp.TableAlias) else []
     args = list(node.expressions)
-    simple = len(args) == 1 and kind_of(args[0]) != "map" and len(names) <= 1
+    kinds = [kind_of(a) for a in args]  # before the arguments move into the new subquery
+    simple = len(args) == 1 and kinds[0] != "map" and len(names) <= 1
     if simple or not names:
         return node
-    sources = [call("map_entries", a) if kind_of(a) == "map" else a for a in args]
+    sources = [
+        call("map_entries", a) if k == "map" else a for a, k in zip(args, kinds, strict=True)
+    ]
     zipped = sources[0] if len(sources) == 1 else call("list_zip", *sources)
     offset = node.args.get("offset")
     ordinal = offset if isinstance(offset, exp.Identifier) else None
@@ -72,7 +75,7 @@ def _unnest(node: exp.Expr) -> exp.Expr:
     )
     projections = [
         exp.alias_(value, name)
-        for value, name in zip(_columns_of(args, len(names)), names, strict=True)
+        for value, name in zip(_columns_of(kinds, len(names)), names, strict=True)
     ]
     if ordinal is not None:
         projections.append(exp.alias_(exp.column(_ORDINAL), ordinal))
