@@ -38,10 +38,17 @@ def _refuse_decimal(what: str, *values: str) -> str:
 
 
 MACROS: list[str] = [
-    # DuckDB's // is integer division (truncating) for integers and / for floating point
-    # (but fails on a zero divisor: a division known to be of doubles stays a /).
+    # DuckDB's // is integer division (truncating) for integers and / for floating point,
+    # but fails on a zero divisor where Trino's double division is infinite or NaN: a
+    # division known to be of doubles stays a /, and one found so here is refused.
     "CREATE MACRO trino_divide(a, b) AS "
-    f"CASE {_refuse_decimal('division', 'a', 'b')} ELSE a // b END",
+    f"CASE {_refuse_decimal('division', 'a', 'b')} "
+    "WHEN b = 0 AND (typeof(a) IN ('DOUBLE', 'FLOAT') OR typeof(b) IN ('DOUBLE', 'FLOAT')) THEN "
+    + fail(
+        "'a division by zero of doubles whose type the query does not show is not supported: "
+        "CAST the dividend to double'"
+    )
+    + " ELSE a // b END",
     # Round half away from zero, as Trino's decimal division does.
     "CREATE MACRO trino_decimal_quotient(n, d) AS "
     "(n // d) + CASE WHEN 2 * abs(n % d) >= abs(d) THEN sign(n) * sign(d) ELSE 0 END",

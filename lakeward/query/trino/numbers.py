@@ -175,6 +175,8 @@ def floating(node: exp.Expr) -> bool:
         return node.meta[COLUMN_KEY].strip().lower() in ("double", "float")
     if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
         return floating(node.left) or floating(node.right)
+    if isinstance(node, (exp.Sum, exp.Max, exp.Min)):  # of doubles, a double
+        return floating(node.this)
     return isinstance(node, _DOUBLE_FUNCTIONS)
 
 
