@@ -242,19 +242,32 @@ def summary(table: dict[str, Counter[str]]) -> str:
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "query.md"
 BEGIN, END = "<!-- conformance:duckdb -->", "<!-- /conformance:duckdb -->"
-_ROW = re.compile(r"^\| (\w+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$")
+# A row: area, cases, DuckDB's passed/refused/wrong, then Spark's (- where not counted yet).
+_ROW = re.compile(
+    r"^\| (\w+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|"
+    r"(?: (\d+|-) \| (\d+|-) \| (\d+|-) \|)?$"
+)
+_HEADER = [
+    "| area | cases | passed | refused | wrong | Spark: passed | refused | wrong |",
+    "|---|---|---|---|---|---|---|---|",
+]
+Counts = dict[str, tuple[int, int, int]]
 
 
-def support_block(outcomes: list[Outcome]) -> str:
-    """The docs' table of counts per area, and each refused case with lakeward's reason."""
+def _row(area: str, cases: int, duckdb: tuple[int, ...], spark: tuple[int, ...] | None) -> str:
+    cells = [area, cases, *duckdb, *(spark or ("-", "-", "-"))]
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
+def support_block(outcomes: list[Outcome], spark: Counts | None = None) -> str:
+    """The docs' table of counts per area (Spark's as given: a Spark run counts them), and
+    each case refused on DuckDB with lakeward's reason."""
     table = counts([(o.case.area, o.status) for o in outcomes])
-    lines = [BEGIN, "", "| area | cases | passed | refused | wrong |", "|---|---|---|---|---|"]
+    lines = [BEGIN, "", *_HEADER]
     for area, counter in table.items():
-        lines.append(
-            f"| {area} | {sum(counter.values())} | {counter['passed']} | {counter['refused']} "
-            f"| {counter['wrong']} |"
-        )
-    lines += ["", "Refused, with the reason lakeward gives:", ""]
+        duckdb = (counter["passed"], counter["refused"], counter["wrong"])
+        lines.append(_row(area, sum(counter.values()), duckdb, (spark or {}).get(area)))
+    lines += ["", "Refused on DuckDB, with the reason lakeward gives:", ""]
     for outcome in outcomes:
         if outcome.status == "refused":
             reason = (outcome.error or "").replace("|", "\\|")
@@ -262,15 +275,32 @@ def support_block(outcomes: list[Outcome]) -> str:
     return "\n".join([*lines, "", END])
 
 
-def documented_counts(text: str) -> dict[str, tuple[int, int, int]]:
+def documented_counts(text: str, engine: str = "duckdb") -> Counts:
     """The (passed, refused, wrong) per area that docs/query.md's support table states."""
     block = text.partition(BEGIN)[2].partition(END)[0]
+    first = 3 if engine == "duckdb" else 6
     found = {}
     for line in block.splitlines():
         match = _ROW.match(line.strip())
-        if match:
-            found[match[1]] = (int(match[3]), int(match[4]), int(match[5]))
+        if match and (match[first] or "-") != "-":
+            found[match[1]] = (int(match[first]), int(match[first + 1]), int(match[first + 2]))
     return found
+
+
+def with_spark_counts(text: str, spark: Counts) -> str:
+    """docs/query.md's text with the support table's Spark cells set to ``spark``."""
+    lines = []
+    for line in text.splitlines(keepends=True):
+        match = _ROW.match(line.strip())
+        if match:
+            duckdb = (int(match[3]), int(match[4]), int(match[5]))
+            line = _row(match[1], int(match[2]), duckdb, spark.get(match[1])) + "\n"
+        elif line.startswith("| area | cases |"):
+            line = _HEADER[0] + "\n"
+        elif line.startswith("|---|---|---|---|---|"):
+            line = _HEADER[1] + "\n"
+        lines.append(line)
+    return "".join(lines)
 
 
 def _write_docs() -> None:
@@ -295,9 +325,44 @@ def _write_docs() -> None:
         raise SystemExit(f"{DOCS} has no {BEGIN} ... {END} block to fill")
     before, _, rest = text.partition(BEGIN)
     after = rest.partition(END)[2]
-    DOCS.write_text(before + support_block(outcomes) + after)
+    spark = documented_counts(text, "spark")  # kept: only a Spark run counts them
+    DOCS.write_text(before + support_block(outcomes, spark) + after)
     print(summary(counts([(o.case.area, o.status) for o in outcomes])))
 
 
-if __name__ == "__main__":  # python -m tests.query.conformance.suite
-    _write_docs()
+def _write_spark_docs(stack_data_dir: str) -> None:
+    """Run every case on Spark, over a running stack, and put the counts into the table."""
+    import logging
+    import tempfile
+
+    from lakeward.config import load_settings
+    from lakeward.query.model import WorkGroup
+
+    logging.disable(logging.WARNING)
+    stack = load_settings(data_dir=stack_data_dir, env={})
+    with tempfile.TemporaryDirectory() as directory:
+        settings = stack.model_copy(update={"data_dir": Path(directory)})
+        lake = stack.lake.model_copy(update={"root": stack.lake_root})
+        service = QueryService(settings.model_copy(update={"lake": lake}), owner=True)
+        try:
+            service.put_work_group(WorkGroup(name="spark", engine="spark"))
+            runner = Runner(service, workgroup="spark")
+            outcomes = [runner.run(case) for case in load_cases()]
+        finally:
+            service.close()
+    table = counts([(o.case.area, o.status) for o in outcomes])
+    spark = {a: (c["passed"], c["refused"], c["wrong"]) for a, c in table.items()}
+    DOCS.write_text(with_spark_counts(DOCS.read_text(), spark))
+    print(summary(table))
+
+
+if __name__ == "__main__":
+    # python -m tests.query.conformance.suite: the DuckDB counts and refusals;
+    # python -m tests.query.conformance.suite --spark DATA_DIR: the Spark counts, on the
+    # running stack whose data directory is DATA_DIR (lakeward up --data-dir DATA_DIR).
+    import sys
+
+    if sys.argv[1:2] == ["--spark"] and len(sys.argv) == 3:
+        _write_spark_docs(sys.argv[2])
+    else:
+        _write_docs()
