@@ -410,6 +410,30 @@ def test_trino_query_over_a_table_runs_on_duckdb(duck: duckdb.DuckDBPyConnection
     assert duck.execute(sql).fetchall() == [(4, "220")]
 
 
+def test_stored_arrays_and_maps_are_subscripted_as_trino_does(
+    duck: duckdb.DuckDBPyConnection,
+) -> None:
+    duck.execute(
+        f'CREATE VIEW {CATALOG}."default".bags AS SELECT * FROM (VALUES '
+        "([1, 2], MAP(['a'], [10]))) AS t(items, counts)"
+    )
+    bags = TableRef(CATALOG, "default", "bags")
+    columns = {bags: [Column("items", "array<int>"), Column("counts", "map<string,int>")]}
+
+    def run(sql: str) -> list[tuple[object, ...]]:
+        return duck.execute(to_engine_sql(parse(sql), "duckdb", duckdb_name, columns)).fetchall()
+
+    assert run("SELECT items[2], counts['a'], cardinality(counts) FROM bags") == [(2, 10, 1)]
+    assert run("SELECT element_at(items, 3), element_at(counts, 'z') FROM bags") == [(None, None)]
+    # Past the end, or a missing key, fails as in Trino rather than answering NULL.
+    with pytest.raises(duckdb.InvalidInputException, match="less than or equal to array length"):
+        run("SELECT items[3] FROM bags")
+    with pytest.raises(duckdb.InvalidInputException, match="Key not present in map"):
+        run("SELECT counts['z'] FROM bags")
+    # Beside an UNNEST, a column is known by its table's name.
+    assert run("SELECT k, v FROM bags b CROSS JOIN UNNEST(b.counts) AS u(k, v)") == [("a", 10)]
+
+
 def test_stored_columns_type_trino_arithmetic_on_duckdb(duck: duckdb.DuckDBPyConnection) -> None:
     duck.execute(
         f'CREATE VIEW {CATALOG}."default".prices AS SELECT * FROM (VALUES '

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
+from lakeward.query.trino.numbers import COLUMN_KEY
 
 
 def call(name: str, *args: exp.Expr) -> exp.Expr:
@@ -92,6 +93,12 @@ def kind_of(node: exp.Expr, depth: int = 0) -> str | None:
     if isinstance(node, exp.Paren):
         return kind_of(node.this, depth)
     if isinstance(node, exp.Column):
+        stored = node.meta.get(COLUMN_KEY)  # a stored column's Hive type (numbers.annotate)
+        if isinstance(stored, str):
+            head = stored.strip().lower()
+            return (
+                "array" if head.startswith("array<") else "map" if head.startswith("map<") else None
+            )
         source = _derived_source(node)
         return kind_of(source, depth + 1) if source is not None and depth < _MAX_DEPTH else None
     return None
