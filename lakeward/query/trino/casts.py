@@ -34,7 +34,9 @@ def _cannot(target: str, as_type: str) -> str:
     return fail(f"'Cannot cast ''' || s || ''' to {target}'", as_type, "INVALID_CAST_ARGUMENT")
 
 
-_INTEGER_TEXT = "regexp_full_match(s, '[+-]?[0-9]+')"
+_INTEGER_TEXT = (
+    "regexp_full_match(s, '[\\x00-\\x20]*[+-]?[0-9]+[\\x00-\\x20]*')"  # Java trims first
+)
 _TRUE, _FALSE = "lower(s) IN ('true', 't', '1')", "lower(s) IN ('false', 'f', '0')"
 
 MACROS: list[str] = [
