@@ -679,7 +679,7 @@ def _abs(checker: _Checker, node: exp.Abs, scope: _Scope) -> Type:
     found = checker.type(node.this, scope)
     if checker.unknown(_name(node), [found]):
         return None
-    if not (_is_integer(found) or found in ("double", "unknown")):
+    if not (_is_integer(found) or found in ("double", "decimal", "unknown")):
         raise _refuse(_name(node), f"of type {found}")
     return found
 
@@ -816,7 +816,8 @@ def _arg_max(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
     return value
 
 
-_DATE_PARTS = (exp.Year, exp.Quarter, exp.Month, exp.Day, exp.DayOfYear, exp.WeekOfYear)
+_DATE_PARTS: tuple[type[exp.Func], ...] = (exp.Year, exp.Quarter, exp.Month, exp.Day)
+_DATE_PARTS += (exp.DayOfMonth, exp.DayOfYear, exp.WeekOfYear)
 _TIME_PARTS = (exp.Hour, exp.Minute, exp.Second)
 _DATE_UNITS = ("DAY", "WEEK", "MONTH", "QUARTER", "YEAR")
 _TIME_UNITS = ("SECOND", "MINUTE", "HOUR")
@@ -1108,6 +1109,28 @@ def _array_pair(checker: _Checker, node: exp.Expr, scope: _Scope) -> Type:
     return "boolean" if str(node.name).lower() == "arrays_overlap" else found
 
 
+def _levenshtein(checker: _Checker, node: exp.Levenshtein, scope: _Scope) -> Type:
+    _of_types(checker, node, scope, [node.this, node.expression], "varchar")
+    _cast_result(node, "BIGINT")  # Spark's levenshtein is an int
+    return "bigint"
+
+
+def _aggregate_filter(checker: _Checker, node: exp.Filter, scope: _Scope) -> Type:
+    where = node.expression
+    if not isinstance(node.this, exp.AggFunc) or not isinstance(where, exp.Where):
+        raise _refuse("FILTER", "other than an aggregate's FILTER (WHERE ...)")
+    checker.boolean(where.this, scope)
+    return checker.type(node.this, scope)
+
+
+def _codepoint(checker: _Checker, node: exp.Anonymous, scope: _Scope) -> Type:
+    text = _literal_text(node.expressions[0]) if len(node.expressions) == 1 else None
+    if text is None or len(text) != 1:
+        raise _refuse(_name(node), "unless of one character written in the query")
+    node.replace(exp.Anonymous(this="ASCII", expressions=[node.expressions[0]]))
+    return "integer"
+
+
 # Functions sqlglot passes through by name, with their checks.
 _NAMED: dict[str, Callable[[_Checker, Any, _Scope], Type]] = {
     "every": lambda checker, node, scope: _boolean_aggregate(checker, node, scope),
@@ -1115,6 +1138,7 @@ _NAMED: dict[str, Callable[[_Checker, Any, _Scope], Type]] = {
     "all_match": lambda checker, node, scope: _match(checker, node, scope),
     "none_match": lambda checker, node, scope: _match(checker, node, scope),
     "zip_with": lambda checker, node, scope: _zip_with(checker, node, scope),
+    "codepoint": lambda checker, node, scope: _codepoint(checker, node, scope),
     "arrays_overlap": lambda checker, node, scope: _array_pair(checker, node, scope),
     "array_union": lambda checker, node, scope: _array_pair(checker, node, scope),
 }
@@ -1420,6 +1444,8 @@ _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.Reduce: _reduce,
     exp.ArraySort: _array_sort,
     exp.ArrayToString: _array_join,
+    exp.Levenshtein: _levenshtein,
+    exp.Filter: _aggregate_filter,
     exp.GenerateSeries: _sequence,
     exp.ArraySlice: _slice,
     exp.Flatten: _array_unary,
