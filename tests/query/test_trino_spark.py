@@ -1,16 +1,21 @@
-"""The Spark translation's checks, without Spark: what is refused, named, and how / is rewritten.
+"""The Spark translation's checks, without Spark: what is refused, named, and rewritten.
 
 The answers themselves are the conformance suite's (tests/query/conformance, marker spark).
 """
 
 from __future__ import annotations
 
+import datetime
+
+import pyarrow as pa
 import pytest
 
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.client import Column
+from lakeward.query.engines.spark import without_zones
 from lakeward.query.model import TableRef
 from lakeward.query.sql import Statement, check_translatable, parse_statement, to_engine_sql
+from lakeward.query.texts import column_texts
 
 DEATHS = TableRef("demo_hive_metastore", "default", "covid_deaths")
 COLUMNS = {DEATHS: [Column("country", "string"), Column("deaths", "int"), Column("lat", "double")]}
@@ -75,3 +80,13 @@ def test_what_spark_would_answer_differently_is_refused_when_started(sql: str, n
     with pytest.raises(InvalidRequest) as refused:
         check_translatable(statement(sql), "spark")
     assert refused.value.message.startswith(f"{named} is not supported on the Spark engine")
+
+
+def test_sparks_zoned_timestamps_are_shown_as_athena_shows_a_hive_timestamp() -> None:
+    moment = datetime.datetime(2020, 9, 10, 13, 4, 5, 120000, tzinfo=datetime.UTC)
+    batch = pa.record_batch(
+        [pa.array([moment], pa.timestamp("us", tz="UTC")), pa.array([1])], names=["t", "n"]
+    )
+    shown = without_zones(batch)
+    assert shown.schema.names == ["t", "n"] and shown.column(1).to_pylist() == [1]
+    assert column_texts(shown.column(0)).to_pylist() == ["2020-09-10 13:04:05.120"]

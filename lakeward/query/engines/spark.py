@@ -96,4 +96,17 @@ class SparkEngine(Engine):
 
 
 def _iterate(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield from batches
+    for batch in batches:
+        yield without_zones(batch)
+
+
+def without_zones(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Spark's timestamps (a Hive table's, read in the session's zone, UTC) as Athena shows
+    a Hive timestamp: the UTC wall-clock time, with no zone after it."""
+    columns = [
+        column.cast(pa.timestamp(column.type.unit))
+        if pa.types.is_timestamp(column.type) and column.type.tz is not None
+        else column
+        for column in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
