@@ -394,6 +394,7 @@ def test_quoted_function_names_are_not_a_way_around() -> None:
         ("SELECT cast(12 AS varchar) || 'x'", "12x"),
         ("SELECT approx_distinct(x) FROM (VALUES 1, 2, 2, 3) AS t(x)", 3),
         ("SELECT date_diff('day', date '2020-09-10', date '2020-09-12')", 2),
+        ("SELECT date '2020-01-01' + 2 * INTERVAL '1' DAY", datetime.date(2020, 1, 3)),
     ],
 )
 def test_trino_functions_translate_and_run_on_duckdb(athena: str, expected: object) -> None:

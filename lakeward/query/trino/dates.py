@@ -186,7 +186,14 @@ def _unit(node: exp.Expr, function: str) -> exp.Expr:
 
 
 def _is_interval(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Interval)
+    """An interval literal, or arithmetic on one (``2 * INTERVAL '1' DAY``)."""
+    if isinstance(node, exp.Interval):
+        return True
+    if isinstance(node, exp.Paren | exp.Neg):
+        return _is_interval(node.this)
+    if isinstance(node, exp.Mul | exp.Div):
+        return _is_interval(node.left) or _is_interval(node.right)
+    return False
 
 
 def _utc_only(zone: exp.Expr | None, function: str) -> None:
