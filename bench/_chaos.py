@@ -294,7 +294,7 @@ def run_chaos(
     stop = threading.Event()
     tables = MetastoreClient(uris)
     partitions = MetastoreClient(uris)
-    connector = HiveConnector(uris, ttl=1.0)  # as the SQL service has it, with a short cache
+    connector = HiveConnector(uris)  # as the SQL service has it
     engine = DuckDbEngine()
     ref = TableRef("chaos_catalog", DATABASE, TABLE)
 

@@ -6,16 +6,24 @@ with a check of whether it was applied, so that a create or alter whose answer
 was lost is never applied twice nor reported as failed when it took. Errors
 the metastore itself raises (no such table, already exists) are not retried.
 
-An optional metadata cache (``cache_ttl``) keeps what the reads return for a
-few seconds: shared by the clients of one URI list in the process, and cleared
-for a table whenever one of them changes it.
+An optional metadata cache keeps what the reads return, shared by the clients
+of one URI list in the process, for as long as the metastore reports no change:
+before serving from it, the client asks for the metastore's current
+notification event id (one cheap call) and, when it moved, reads the new events
+and forgets exactly the databases and tables they name. lakeward's nodes log
+every change in the change's own transaction (``launcher/ChangeLog.java``), so
+a change made through any node or client is seen on the next lookup. When the
+events cannot be read (a metastore that logs no changes, or a gap in the log)
+the whole cache is cleared instead.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -29,6 +37,8 @@ from lakeward.metastore.failover import Check, Failover
 from lakeward.storage.paths import file_uri
 
 T = TypeVar("T")
+
+MAX_EVENTS = 1000  # changes read in one catch-up; more than that clears the whole cache
 
 # Thrift logs every failed connect at ERROR; a failover is not an error to show.
 logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)
@@ -85,7 +95,13 @@ class MetastoreClient:
 
     ``connect_timeout`` bounds reaching a node, ``timeout`` one call on it
     (long enough for a slow DDL; a node that died is noticed at once anyway,
-    by its closed connection). ``cache_ttl`` > 0 turns the metadata cache on.
+    by its closed connection). ``cache`` turns the metadata cache on; it asks
+    the metastore for changes before a lookup, at most every ``check_interval``
+    seconds (0: before every lookup, so a lookup never returns a definition
+    older than the lookup's start). ``max_age`` bounds how long an entry is
+    kept even when the log names no change, a backstop for a metastore whose
+    log can miss one: Hive 2.3's own numbering of events takes no lock (lakeward's
+    listener takes one; a metastore with Hive's listener does not).
     """
 
     def __init__(
@@ -95,10 +111,15 @@ class MetastoreClient:
         rounds: int = 3,
         retry_delay: float = 0.5,
         connect_timeout: float = 1.0,
-        cache_ttl: float = 0.0,
+        cache: bool = False,
+        check_interval: float = 0.0,
+        max_age: float = 30.0,
     ) -> None:
         self.addresses = parse_uris(uris)
-        self.cache_ttl = cache_ttl
+        self.cache = cache
+        self.check_interval = check_interval
+        self.max_age = max_age
+        self._lookup = threading.local()  # whether this thread is inside lookup()
         self._failover = Failover(self.addresses, timeout, connect_timeout, rounds, retry_delay)
 
     @property
@@ -128,13 +149,15 @@ class MetastoreClient:
     # -- metadata cache -----------------------------------------------------
 
     def cached(self, key: tuple[str, ...], load: Callable[[], T]) -> T:
-        """``load()``, or what it returned less than ``cache_ttl`` seconds ago."""
-        if self.cache_ttl <= 0:
+        """``load()``, or what it returned before if the metastore changed nothing of it since."""
+        if not self.cache:
             return load()
+        if not getattr(self._lookup, "active", False):
+            self.catch_up()
         nodes = self._failover.nodes
         now = time.monotonic()
         hit = nodes.cache.get(key)
-        if hit is not None and now - hit[0] < self.cache_ttl:
+        if hit is not None and now - hit[0] < self.max_age:
             return hit[1]  # type: ignore[no-any-return]
         generation = nodes.generation
         value = load()
@@ -142,6 +165,77 @@ class MetastoreClient:
             if nodes.generation == generation:  # no invalidation since the load began
                 nodes.cache[key] = (now, value)
         return value
+
+    @contextmanager
+    def lookup(self) -> Iterator[None]:
+        """Several cached reads that ask the metastore for its changes once, at the start."""
+        if getattr(self._lookup, "active", False) or not self.cache:
+            yield
+            return
+        self.catch_up()
+        self._lookup.active = True
+        try:
+            yield
+        finally:
+            self._lookup.active = False
+
+    def catch_up(self) -> None:
+        """Forget what changed in the metastore since the last look."""
+        nodes = self._failover.nodes
+        now = time.monotonic()
+        if now - nodes.checked_at < self.check_interval:
+            return
+        nodes.checked_at = now
+        seen = nodes.event_id
+        try:
+            current = self._failover.read("get_current_notificationEventId").eventId
+            if current == 0:  # a metastore that logs no changes: nothing can be trusted
+                self._forget_all(None)
+                return
+            if seen is None or current < seen:  # first look, or another metastore database
+                self._forget_all(current)
+                return
+            if current == seen:
+                return
+            request = hive.NotificationEventRequest(lastEvent=seen, maxEvents=MAX_EVENTS)
+            events = self._failover.read("get_next_notification", request).events or []
+        except (TException, MetastoreError):
+            self._forget_all(None)
+            return
+        ids = [e.eventId for e in events]
+        if not ids or ids != list(range(seen + 1, seen + 1 + len(ids))) or ids[-1] < current:
+            self._forget_all(current)  # a gap (events cleaned up, or too many to read)
+            return
+        for event in events:
+            self._forget(event.dbName, event.tableName)
+        with nodes.lock:
+            nodes.event_id = max(nodes.event_id or 0, ids[-1])
+
+    def _forget_all(self, event_id: int | None) -> None:
+        nodes = self._failover.nodes
+        with nodes.lock:
+            nodes.generation += 1
+            nodes.cache.clear()
+            nodes.event_id = event_id if event_id is None else max(nodes.event_id or 0, event_id)
+
+    def _forget(self, database: str | None, table: str | None) -> None:
+        """Forget one table's entries (and its database's list of tables), or a database's."""
+        if not database:
+            self._forget_all(self._failover.nodes.event_id)
+            return
+        database, table = database.lower(), table.lower() if table else None
+        nodes = self._failover.nodes
+        with nodes.lock:
+            nodes.generation += 1
+            for key in list(nodes.cache):
+                if key[0] == "databases":
+                    affected = table is None
+                else:
+                    affected = key[1].lower() == database and (
+                        table is None or len(key) == 2 or key[2].lower() == table
+                    )
+                if affected:
+                    del nodes.cache[key]
 
     def invalidate(self, database: str | None = None, table: str | None = None) -> None:
         """Forget cached metadata: all of it, a database's, or one table's."""

@@ -57,6 +57,8 @@ class NodeSet:
     # metadata cache: key -> (time loaded, value); see MetastoreClient.cached
     cache: dict[tuple[str, ...], tuple[float, Any]] = field(default_factory=dict)
     generation: int = 0  # bumped by every invalidation: a load that raced one is not kept
+    event_id: int | None = None  # the metastore's last change the cache accounts for
+    checked_at: float = float("-inf")  # when the metastore was last asked for its changes
 
     def answered(self, node: int) -> None:
         self.preferred = node

@@ -17,7 +17,7 @@ from lakeward.config import Settings
 from lakeward.errors import StackError
 from lakeward.jvm import find_java, java_env
 from lakeward.metastore.backends import MetastoreBackend, load_backend
-from lakeward.metastore.launcher import LAUNCHER_CLASS, launcher_classes
+from lakeward.metastore.launcher import CHANGE_LISTENER, LAUNCHER_CLASS, launcher_classes
 from lakeward.process import ManagedProcess, listens_on, port_is_free
 from lakeward.storage.paths import hadoop_uri, warehouse_uri
 
@@ -165,6 +165,9 @@ class MetastoreNode:
             "datanucleus.fixedDatastore": "true",
             "hive.async.log.enabled": "false",
             "hive.metastore.event.db.notification.api.auth": "false",
+            # Every change is logged in the change's own transaction, so that
+            # caching clients see it with the change (see launcher/ChangeLog.java).
+            "hive.metastore.transactional.event.listeners": CHANGE_LISTENER,
         }
         if not properties.get("javax.jdo.option.ConnectionPassword"):
             properties["lakeward.metastore.password.empty"] = "true"  # see BoundMetastore

@@ -2,9 +2,10 @@
 
 A HIVE catalog's connector is lakeward's Thrift client (failover across the
 catalog's metastore URIs) with its metadata cache on: table definitions change
-rarely and are read on every query, so they are kept for ``ttl`` seconds,
-cleared when a client in this process changes the table, and can be
-invalidated explicitly (after an ETL run in another process re-points a table).
+rarely and are read on every query, so they are kept until the metastore's
+change log names them (asked once per lookup, one cheap call; see
+``lakeward.metastore.client``). A table re-pointed by any client of the
+metastore (Spark's ETL, another process) is read anew by the next query.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ CATALOG_TYPES = ("HIVE",)
 
 
 class HiveConnector:
-    """Metadata of one catalog, from its metastore, cached for ``ttl`` seconds."""
+    """Metadata of one catalog, from its metastore, cached per table version."""
 
-    def __init__(self, uris: list[str], ttl: float = 30.0) -> None:
-        self.client = MetastoreClient(uris, timeout=5.0, cache_ttl=ttl)
+    def __init__(self, uris: list[str], check_interval: float = 0.0) -> None:
+        self.client = MetastoreClient(uris, timeout=5.0, cache=True, check_interval=check_interval)
 
     def invalidate(self, database: str | None = None, table: str | None = None) -> None:
         """Forget cached metadata: all of it, a database's, or one table's."""
@@ -35,15 +36,17 @@ class HiveConnector:
         return self.client.databases()
 
     def tables(self, database: str) -> list[str]:
-        self.require_database(database)
-        return self.client.tables(database)
+        with self.client.lookup():
+            self.require_database(database)
+            return self.client.tables(database)
 
     def table(self, database: str, name: str) -> TableInfo:
-        self.require_database(database)
-        try:
-            return self.client.table(database, name)
-        except TableNotFound:
-            raise ResourceNotFound(f"table {database}.{name} does not exist") from None
+        with self.client.lookup():
+            self.require_database(database)
+            try:
+                return self.client.table(database, name)
+            except TableNotFound:
+                raise ResourceNotFound(f"table {database}.{name} does not exist") from None
 
     def require_database(self, database: str) -> None:
         if database not in self.databases():
@@ -63,9 +66,9 @@ def matches(expression: str | None, name: str) -> bool:
 class Catalogs:
     """The registered catalogs and their connectors."""
 
-    def __init__(self, store: Store, ttl: float = 30.0) -> None:
+    def __init__(self, store: Store, check_interval: float = 0.0) -> None:
         self.store = store
-        self.ttl = ttl
+        self.check_interval = check_interval
         self._connectors: dict[str, HiveConnector] = {}
         self._lock = threading.Lock()
 
@@ -131,7 +134,7 @@ class Catalogs:
             return connector
         catalog = self.get(name)
         uris = [u.strip() for u in catalog.parameters[URIS_PARAMETER].split(",")]
-        connector = HiveConnector(uris, ttl=self.ttl)
+        connector = HiveConnector(uris, check_interval=self.check_interval)
         with self._lock:
             return self._connectors.setdefault(name, connector)
 

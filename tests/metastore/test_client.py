@@ -274,7 +274,7 @@ def test_a_busy_client_keeps_warm_spares_on_the_next_node(
 def test_the_metadata_cache_serves_reads_and_forgets_a_changed_table(
     nodes: list[NodeProxy], tmp_path: Path
 ) -> None:
-    with client_of(nodes, cache_ttl=30.0) as cached, client_of(nodes) as writer:
+    with client_of(nodes, cache=True) as cached, client_of(nodes) as writer:
         writer.put_external_table(a_table(tmp_path, "cached", "1"))
         before = nodes[0].calls["get_table"]
         for _ in range(50):
@@ -287,6 +287,69 @@ def test_the_metadata_cache_serves_reads_and_forgets_a_changed_table(
         cached.invalidate()
         nodes[0].kill()  # a hit needs no node; a miss fails over
         assert cached.table(DB, "cached").location.endswith("/v2")
+
+
+def test_the_cache_forgets_exactly_what_another_metastore_client_changed(
+    upstream: tuple[str, int], tmp_path: Path
+) -> None:
+    # The writer is a client of its own URI list (its own process, as far as the
+    # cache can tell): only the metastore's change log tells the reader.
+    reader_nodes = [NodeProxy(upstream)]
+    host, port = upstream
+    try:
+        with (
+            client_of(reader_nodes, cache=True) as cached,
+            MetastoreClient([f"thrift://{host}:{port}"]) as writer,
+        ):
+            writer.put_external_table(a_table(tmp_path, "moved", "1"))
+            writer.put_external_table(a_table(tmp_path, "steady", "1"))
+            assert cached.table(DB, "moved").location.endswith("/v1")
+            assert cached.table(DB, "steady").location.endswith("/v1")
+            loads = reader_nodes[0].calls["get_table"]
+
+            writer.put_external_table(a_table(tmp_path, "moved", "2"))
+            assert cached.table(DB, "moved").location.endswith("/v2")  # no wait, no invalidate()
+            assert cached.table(DB, "steady").location.endswith("/v1")
+            assert reader_nodes[0].calls["get_table"] == loads + 1  # only the changed table
+
+            writer.drop_table(DB, "moved")
+            with pytest.raises(TableNotFound):
+                cached.table(DB, "moved")
+            assert "moved" not in cached.tables(DB)
+            assert reader_nodes[0].calls["get_table"] == loads + 2
+            assert cached.table(DB, "steady").location.endswith("/v1")
+            assert reader_nodes[0].calls["get_table"] == loads + 2
+    finally:
+        reader_nodes[0].kill()
+
+
+def test_concurrent_changes_each_get_a_number_of_their_own(
+    upstream: tuple[str, int], tmp_path: Path
+) -> None:
+    from pymetastore.hive_metastore import ttypes as hive
+
+    host, port = upstream
+    uri = f"thrift://{host}:{port}"
+    with MetastoreClient([uri]) as client:
+        first = client._failover.read("get_current_notificationEventId").eventId
+
+    def change(index: int) -> None:
+        with MetastoreClient([uri]) as writer:  # a connection each: changes run side by side
+            for version in ("1", "2"):
+                writer.put_external_table(a_table(tmp_path, f"race_{index}", version))
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(change, range(8)))
+    with MetastoreClient([uri]) as client:
+        request = hive.NotificationEventRequest(lastEvent=first, maxEvents=1000)
+        events = client._failover.read("get_next_notification", request).events
+        last = client._failover.read("get_current_notificationEventId").eventId
+    ours = [e for e in events if (e.tableName or "").startswith("race_")]
+    assert sorted((e.tableName, e.eventType) for e in ours) == sorted(
+        (f"race_{i}", kind) for i in range(8) for kind in ("CREATE_TABLE", "ALTER_TABLE")
+    )
+    ids = [e.eventId for e in events]
+    assert ids == list(range(first + 1, last + 1))  # unique, no gap
 
 
 def test_many_threads_through_a_kill_lose_nothing(nodes: list[NodeProxy], tmp_path: Path) -> None:

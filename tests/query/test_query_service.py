@@ -257,6 +257,51 @@ def test_join_across_two_catalogs(service: QueryService, stack: Settings) -> Non
         service.start_query_execution("SELECT * FROM second_hive.default.covid_deaths")
 
 
+def test_a_table_another_metastore_client_changes_is_read_anew_by_the_next_query(
+    service: QueryService, stack: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collections import Counter
+    from dataclasses import replace
+
+    from lakeward.metastore.client import MetastoreClient
+    from lakeward.metastore.uris import metastore_uris
+
+    connector = service.catalogs.connector("demo_hive_metastore")
+    calls: Counter[str] = Counter()
+    read = connector.client._failover.read
+
+    def counted(method: str, *args: object) -> object:
+        calls[method] += 1
+        return read(method, *args)
+
+    monkeypatch.setattr(connector.client._failover, "read", counted)
+    # The same nodes under another name: a client that shares no cache with the
+    # SQL service's connector, as Spark's or another process's would not.
+    other_name = [u.replace("127.0.0.1", "localhost") for u in metastore_uris(stack)]
+    sql = "SELECT * FROM demo_hive_metastore.default.repointed WHERE country = 'Italy' LIMIT 1"
+    with MetastoreClient(other_name) as writer:
+        assert writer._failover.nodes is not connector.client._failover.nodes
+        confirmed = writer.table("default", "covid_confirmed_cases")
+        deaths = writer.table("default", "covid_deaths")
+        writer.put_external_table(replace(confirmed, name="repointed"))
+        try:
+            names, _ = run(service, sql)
+            assert "confirmed" in names
+            calls.clear()
+            names, _ = run(service, sql)
+            assert "confirmed" in names
+            assert calls["get_table"] == 0  # unchanged: served from the cache
+            assert calls["get_current_notificationEventId"] >= 1
+
+            writer.put_external_table(replace(deaths, name="repointed"))
+            names, rows = run(service, sql)  # the very next query, no wait
+            assert "deaths" in names and "confirmed" not in names
+            assert rows and rows[0][names.index("country")] == "Italy"
+            assert calls["get_table"] == 1
+        finally:
+            writer.drop_table("default", "repointed")
+
+
 def test_output_location_honoured_unless_the_workgroup_enforces_its_own(
     service: QueryService,
 ) -> None:

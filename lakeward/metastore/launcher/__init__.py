@@ -1,6 +1,7 @@
 """The metastore node's launcher: Hive's Thrift service bound to one address.
 
-``BoundMetastore.java`` (beside this file) is compiled with ``javac`` against
+``BoundMetastore.java`` (beside this file) and the change listener the nodes
+load (``ChangeLog.java``, see ``CHANGE_LISTENER``) are compiled with ``javac`` against
 the jars in the pyspark wheel, once per stack, into the stack's data dir.
 """
 
@@ -16,7 +17,8 @@ from lakeward.errors import JavaError
 from lakeward.jvm import spark_jars
 
 LAUNCHER_CLASS = "BoundMetastore"
-SOURCE = Path(__file__).with_name(f"{LAUNCHER_CLASS}.java")
+CHANGE_LISTENER = "ChangeLog"
+SOURCES = [Path(__file__).with_name(f"{name}.java") for name in (LAUNCHER_CLASS, CHANGE_LISTENER)]
 JDK_HINT = (
     "install a JDK with: sudo apt-get install -y openjdk-17-jdk-headless (./dev.sh install does)"
 )
@@ -35,8 +37,7 @@ def find_javac(java: Path) -> Path:
 
 def launcher_classes(java: Path, work_dir: Path) -> Path:
     """A directory holding the compiled launcher, built if missing or out of date."""
-    source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(s.read_bytes() for s in SOURCES)).hexdigest()[:16]
     target = work_dir / f"launcher-{digest}"
     if (target / f"{LAUNCHER_CLASS}.class").is_file():
         return target
@@ -46,7 +47,15 @@ def launcher_classes(java: Path, work_dir: Path) -> Path:
     build = Path(tempfile.mkdtemp(prefix="launcher-build-", dir=work_dir))
     try:
         result = subprocess.run(
-            [str(javac), "-nowarn", "-d", str(build), "-cp", str(spark_jars() / "*"), str(SOURCE)],
+            [
+                str(javac),
+                "-nowarn",
+                "-d",
+                str(build),
+                "-cp",
+                str(spark_jars() / "*"),
+                *map(str, SOURCES),
+            ],
             capture_output=True,
             text=True,
             check=False,
