@@ -125,9 +125,13 @@ public final class ChangeLog extends MetaStoreEventListener {
             return; // not Hive's ObjectStore: its own numbering applies
         }
         JDOConnection connection = manager.getDataStoreConnection();
-        try (Statement statement = ((Connection) connection.getNativeConnection()).createStatement()) {
-            statement.executeUpdate(
-                    "UPDATE NOTIFICATION_SEQUENCE SET NEXT_EVENT_ID = NEXT_EVENT_ID");
+        Connection jdbc = (Connection) connection.getNativeConnection();
+        try (Statement statement = jdbc.createStatement()) {
+            // The schema's names are upper case, quoted on PostgreSQL and MySQL.
+            String q = jdbc.getMetaData().getIdentifierQuoteString().trim();
+            String column = q + "NEXT_EVENT_ID" + q;
+            statement.executeUpdate("UPDATE " + q + "NOTIFICATION_SEQUENCE" + q
+                    + " SET " + column + " = " + column);
         } catch (SQLException e) {
             throw new MetaException("cannot lock the notification counter: " + e.getMessage());
         } finally {
