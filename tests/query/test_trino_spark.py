@@ -90,3 +90,11 @@ def test_sparks_zoned_timestamps_are_shown_as_athena_shows_a_hive_timestamp() ->
     shown = without_zones(batch)
     assert shown.schema.names == ["t", "n"] and shown.column(1).to_pylist() == [1]
     assert column_texts(shown.column(0)).to_pylist() == ["2020-09-10 13:04:05.120"]
+
+
+def test_upper_fails_where_spark_would_map_a_character_to_several() -> None:
+    # Trino maps case code point by code point (ß stays ß); Spark's upper makes ß SS.
+    sql = spark_sql("SELECT upper(country) FROM covid_deaths")
+    assert sql.startswith("SELECT (CASE WHEN country RLIKE '[ß")
+    assert "THEN RAISE_ERROR('upper of a text with a character whose upper case is several" in sql
+    assert sql.endswith("ELSE UPPER(country) END) AS `_col0` FROM `default`.`covid_deaths`")

@@ -8,6 +8,7 @@ query runs in its own job group so that it can be cancelled.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -23,6 +24,8 @@ from lakeward.query.types import athena_type
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+
+_REFUSAL = re.compile(r"\b(upper|lower) of a text [^\n]*? is not supported on the Spark engine")
 
 SQL_CONF = {
     # A second wall behind the SQL front: no `parquet.`/path` tables.
@@ -76,6 +79,13 @@ class SparkEngine(Engine):
         try:
             frame = session.sql(sql)
             batches: list[pa.RecordBatch] = frame._collect_as_arrow()
+        except Exception as error:
+            # The translation's own refusals, met by a value (query/trino/spark.py's guards),
+            # arrive wrapped in Java's exceptions: only their words are the user's business.
+            refusal = _REFUSAL.search(str(error))
+            if refusal is None:
+                raise
+            raise InvalidRequest(f"NOT_SUPPORTED: {refusal[0]}") from None
         finally:
             context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
         columns = [

@@ -21,6 +21,7 @@ Trino, instead of wrapping or giving NULL) in UTC (``engines/spark.py``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ _CANONICAL = {
 # type; a node whose Spark result type is not Trino's, with the type to cast it to.
 _INTEGER_DIVISION = "trino_integer_division"
 _CAST_TO = "trino_cast_to"
+_CASE_GUARD = "trino_case_guard"
 
 _OPERATORS = {
     exp.Add: "+",
@@ -1131,6 +1133,49 @@ def _codepoint(checker: _Checker, node: exp.Anonymous, scope: _Scope) -> Type:
     return "integer"
 
 
+def _case_mapping(checker: _Checker, node: exp.Upper | exp.Lower, scope: _Scope) -> Type:
+    _string_function(checker, node, scope)
+    node.meta[_CASE_GUARD] = True
+    return "varchar"
+
+
+@functools.cache
+def _several_characters(upper: bool) -> str:
+    """The characters whose full upper (lower) case is more than one character: Spark maps
+    them so (Java's String.toUpperCase: ß to SS), Trino code point by code point (ß stays ß).
+    Σ, whose lower case Spark chooses by its place in a word, too."""
+    found = (chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    several = "".join(c for c in found if len(c.upper() if upper else c.lower()) > 1)
+    return several if upper else several + "Σ"
+
+
+def _guarded_case_mapping(node: exp.Upper | exp.Lower) -> exp.Expr:
+    """Spark's upper/lower, failing on a text where it would answer otherwise than Trino."""
+    upper = isinstance(node, exp.Upper)
+    name = "upper" if upper else "lower"
+    characters = "".join(sorted(set(_several_characters(upper))))
+    return exp.Case(
+        ifs=[
+            exp.If(
+                this=exp.RegexpLike(
+                    this=node.this.copy(), expression=exp.Literal.string(f"[{characters}]")
+                ),
+                true=exp.Anonymous(
+                    this="RAISE_ERROR",
+                    expressions=[
+                        exp.Literal.string(
+                            f"{name} of a text with a character whose {name} case is several "
+                            f"characters (such as {'ß' if upper else 'İ'}) is not supported on "
+                            "the Spark engine"
+                        )
+                    ],
+                ),
+            )
+        ],
+        default=node,
+    )
+
+
 # Functions sqlglot passes through by name, with their checks.
 _NAMED: dict[str, Callable[[_Checker, Any, _Scope], Type]] = {
     "every": lambda checker, node, scope: _boolean_aggregate(checker, node, scope),
@@ -1382,8 +1427,8 @@ _EXPRESSIONS: dict[type[exp.Expr], Callable[[_Checker, Any, _Scope], Type]] = {
     exp.If: _if,
     exp.Coalesce: _coalesce,
     exp.Nullif: _nullif,
-    exp.Upper: _string_function,
-    exp.Lower: _string_function,
+    exp.Upper: _case_mapping,
+    exp.Lower: _case_mapping,
     exp.DPipe: _array_concat,
     exp.Length: _length,
     exp.Count: _count,
@@ -1479,6 +1524,11 @@ def to_spark(tree: exp.Expr, tables: TableColumns) -> exp.Expr:
         if width:  # Spark's DIV truncates toward zero as Trino does, and gives a bigint
             quotient = exp.IntDiv(this=division.left, expression=division.right)
             division.replace(exp.Cast(this=quotient, to=exp.DataType.build(_SPARK_INTEGER[width])))
+    for node in [n for n in tree.walk() if n.meta.pop(_CASE_GUARD, False)]:
+        assert isinstance(node, (exp.Upper, exp.Lower))
+        guard = exp.Paren(this=exp.Null())
+        node.replace(guard)
+        guard.set("this", _guarded_case_mapping(node))
     for node in [n for n in tree.walk() if _CAST_TO in n.meta]:
         cast = exp.Cast(to=exp.DataType.build(node.meta.pop(_CAST_TO), dialect="spark"))
         node.replace(cast)
