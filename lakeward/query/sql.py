@@ -106,6 +106,10 @@ def parse_statement(
     )
     cursor = _Cursor(_one_statement(sql), sql)
     first = cursor.peek()
+    trino.dates.refuse_ambiguous_formats(
+        [t.text for t in cursor.tokens if t.token_type == TokenType.VAR],
+        [t.text for t in cursor.tokens if t.token_type == TokenType.STRING],
+    )
     if first in _QUERY_STARTS:
         return _query(sql, names)
     if first == "EXPLAIN":

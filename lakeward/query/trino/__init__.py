@@ -21,6 +21,7 @@ The conformance suite (tests/query/conformance) holds the answers these must giv
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from types import ModuleType
 
@@ -43,6 +44,7 @@ from lakeward.query.trino import (
     unnest,
     urls,
 )
+from lakeward.query.trino.templates import FAILURE_MARK
 
 Rewrite = Callable[[exp.Expr], exp.Expr]
 
@@ -91,7 +93,53 @@ def to_duckdb(tree: exp.Expr, columns: numbers.Columns | None = None) -> exp.Exp
     for rewrite in REWRITES:
         tree = _children_first(tree, rewrite)
     name_columns(tree)
+    _check_tries(tree)
     return tree
+
+
+_REFUSAL = f"{FAILURE_MARK}NOT_SUPPORTED"
+
+
+def _macros_that_may_refuse() -> frozenset[str]:
+    """The macros that refuse, when a value shows it, what they cannot answer as Trino."""
+    bodies = {}
+    for macro in MACROS:
+        found = re.match(r"CREATE MACRO (\w+)", macro)
+        if found:
+            bodies[found.group(1)] = macro
+    refusing = {name for name, body in bodies.items() if "is not supported" in body}
+    while True:  # and those that call one of them
+        calling = {
+            name
+            for name, body in bodies.items()
+            if name not in refusing and any(re.search(rf"\b{r}\(", body) for r in refusing)
+        }
+        if not calling:
+            return frozenset(refusing)
+        refusing |= calling
+
+
+_MAY_REFUSE = _macros_that_may_refuse()
+
+
+def _check_tries(tree: exp.Expr) -> None:
+    """Refuse TRY around a failure that stands for "not supported".
+
+    Such a refusal is raised when the query runs, as an error that TRY would turn
+    into NULL: a NULL where Athena gives a value.
+    """
+    for attempt in tree.find_all(exp.Try):
+        for node in attempt.walk():
+            refuses = (isinstance(node, exp.Literal) and _REFUSAL in str(node.this)) or (
+                isinstance(node, exp.Anonymous) and str(node.name).lower() in _MAY_REFUSE
+            )
+            if refuses:
+                raise InvalidRequest(
+                    "TRY is not supported around an expression that the DuckDB engine can only "
+                    "check when it runs (such as a division or round of values whose types the "
+                    "query does not show): TRY would turn that refusal into NULL; CAST the "
+                    "values to their types first"
+                )
 
 
 def name_columns(tree: exp.Expr) -> None:

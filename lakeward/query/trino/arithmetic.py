@@ -114,6 +114,10 @@ def divide(node: exp.Expr) -> exp.Expr:
         return _decimal_quotient(node.left, node.right, left, right, result)
     if is_floating(node):  # IEEE: x / 0 is infinite or NaN (DuckDB's // would fail)
         return node
+    if left is not None and right is not None and left.integer and right.integer:
+        # Integers seen in the text: DuckDB's // truncates and fails on zero as Trino's /
+        # does, with no check left for the engine to make when it runs.
+        return exp.IntDiv(this=node.left, expression=node.right)
     return exp.Anonymous(this="trino_divide", expressions=[node.left, node.right])
 
 

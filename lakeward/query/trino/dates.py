@@ -131,6 +131,26 @@ def strftime_of_joda(pattern: str, function: str) -> str:
     return "".join(out)
 
 
+# Format characters Athena prints as they are (%A prints "A") that sqlglot's rewrite of
+# the MySQL specifiers makes the same as real ones: %W becomes %A, %M %B, %x %G, %e %-d.
+_AMBIGUOUS_FORMAT = re.compile(r"%[ABG-]")
+
+
+def refuse_ambiguous_formats(words: list[str], strings: list[str]) -> None:
+    """Refuse date_format or date_parse when a string of the query holds %A, %B, %G or %-.
+
+    Read from the query's own text (its words and string literals): once parsed, such
+    a format can no longer be told from %W, %M, %x or %e.
+    """
+    called = {w.lower() for w in words} & {"date_format", "date_parse"}
+    found = [m.group(0) for s in strings for m in _AMBIGUOUS_FORMAT.finditer(s)]
+    if called and found:
+        raise InvalidRequest(
+            f"{sorted(called)[0]}: the format characters {', '.join(sorted(set(found)))} "
+            "(which Athena prints as they are) are not supported"
+        )
+
+
 # date_format's and date_parse's MySQL specifiers, as sqlglot has already rewritten them
 # into strftime's (%i is %M, %W is %A, %u is %W, ...): those strftime prints alike.
 _MYSQL_KEPT = {"%a", "%b", "%-m", "%d", "%-d", "%H", "%I", "%M", "%j", "%-H", "%-I", "%B"}
