@@ -35,6 +35,10 @@ MACROS: list[str] = [
     + " WHEN len(string_split(s, sub)) <= n THEN 0 "
     "ELSE CAST(list_sum(list_transform(string_split(s, sub)[1:n], lambda p: length(p))) "
     "+ (n - 1) * length(sub) + 1 AS BIGINT) END",
+    # Trino upper-cases code point by code point (Java's Character.toUpperCase), which
+    # keeps ß; DuckDB's upper makes it ẞ, its only other answer: upper the parts between.
+    "CREATE MACRO trino_upper(s) AS "
+    "array_to_string(list_transform(string_split(s, 'ß'), lambda p: upper(p)), 'ß')",
     "CREATE MACRO trino_codepoint(s) AS CASE WHEN length(s) <> 1 THEN "
     + fail("'codepoint needs a string of one character'", "INTEGER")
     + " ELSE unicode(s) END",
@@ -87,6 +91,8 @@ def _format(node: exp.Expr) -> exp.Expr:
 
 
 def strings(node: exp.Expr) -> exp.Expr:
+    if isinstance(node, exp.Upper):
+        return exp.Anonymous(this="trino_upper", expressions=[node.this])
     if isinstance(node, exp.Substring):
         args = [node.this, node.args.get("start") or exp.Literal.number(1)]
         if node.args.get("length") is not None:
