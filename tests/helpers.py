@@ -10,12 +10,16 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from bench import _harness
 from bench._harness import JHU_DIR, PG_SERVER, lakeward
+
+if TYPE_CHECKING:
+    from lakeward.config import Settings
 
 __all__ = ["JHU_DIR", "PG_SERVER", "lakeward"]  # re-exported for the tests
 IN_CI = os.environ.get("CI") == "true"
@@ -100,3 +104,10 @@ def serving(app: Any, *, lifespan: str = "auto") -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def over_stack(stack: Settings, data_dir: Path) -> Settings:
+    """Settings with a state directory of their own over a stack's metastore and lake."""
+    settings = stack.model_copy(update={"data_dir": data_dir})
+    lake = stack.lake.model_copy(update={"root": stack.lake_root})
+    return settings.model_copy(update={"lake": lake})

@@ -12,6 +12,7 @@ from lakeward.config import Settings
 from lakeward.errors import InvalidRequest
 from lakeward.query.model import QueryExecution, QueryState, WorkGroup
 from lakeward.query.service import QueryService
+from tests.helpers import over_stack
 
 pytestmark = pytest.mark.spark
 
@@ -24,12 +25,7 @@ SEED = (
 
 @pytest.fixture(scope="module")
 def service(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueryService]:
-    # Its own state dir, over the session stack's metastore and lake.
-    settings = stack.model_copy(update={"data_dir": tmp_path_factory.mktemp("svc")})
-    settings = settings.model_copy(
-        update={"lake": stack.lake.model_copy(update={"root": stack.lake_root})}
-    )
-    service = QueryService(settings, owner=True)
+    service = QueryService(over_stack(stack, tmp_path_factory.mktemp("svc")), owner=True)
     yield service
     service.close()
 

@@ -337,13 +337,12 @@ def _write_spark_docs(stack_data_dir: str) -> None:
 
     from lakeward.config import load_settings
     from lakeward.query.model import WorkGroup
+    from tests.helpers import over_stack
 
     logging.disable(logging.WARNING)
     stack = load_settings(data_dir=stack_data_dir, env={})
     with tempfile.TemporaryDirectory() as directory:
-        settings = stack.model_copy(update={"data_dir": Path(directory)})
-        lake = stack.lake.model_copy(update={"root": stack.lake_root})
-        service = QueryService(settings.model_copy(update={"lake": lake}), owner=True)
+        service = QueryService(over_stack(stack, Path(directory)), owner=True)
         try:
             service.put_work_group(WorkGroup(name="spark", engine="spark"))
             runner = Runner(service, workgroup="spark")

@@ -12,6 +12,7 @@ import pytest
 from lakeward.config import Settings
 from lakeward.query.model import WorkGroup
 from lakeward.query.service import QueryService
+from tests.helpers import over_stack
 from tests.query.conformance.conftest import SPARK_PROPERTY
 from tests.query.conformance.suite import (
     DOCS,
@@ -50,11 +51,7 @@ def documented() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def spark_runner(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
-    # Its own state dir, over the session stack's metastore and lake.
-    settings = stack.model_copy(update={"data_dir": tmp_path_factory.mktemp("conformance-spark")})
-    settings = settings.model_copy(
-        update={"lake": stack.lake.model_copy(update={"root": stack.lake_root})}
-    )
+    settings = over_stack(stack, tmp_path_factory.mktemp("conformance-spark"))
     service = QueryService(settings, owner=True)
     service.put_work_group(WorkGroup(name="spark", engine="spark"))
     yield Runner(service, workgroup="spark")
