@@ -219,17 +219,22 @@ class MetastoreClient:
             nodes.event_id = event_id if event_id is None else max(nodes.event_id or 0, event_id)
 
     def _forget(self, database: str | None, table: str | None) -> None:
-        """Forget one table's entries (and its database's list of tables), or a database's."""
+        """Forget what one change event names: a table's entries, or a database's."""
         if not database:
             self._forget_all(self._failover.nodes.event_id)
             return
+        # A table's change leaves the list of databases as it was; a database's does not.
+        self._drop(database, table, databases_list=table is None)
+
+    def _drop(self, database: str, table: str | None, *, databases_list: bool) -> None:
+        """Forget a database's entries (or one table's), and the list of databases if asked."""
         database, table = database.lower(), table.lower() if table else None
         nodes = self._failover.nodes
         with nodes.lock:
             nodes.generation += 1
             for key in list(nodes.cache):
                 if key[0] == "databases":
-                    affected = table is None
+                    affected = databases_list
                 else:
                     affected = key[1].lower() == database and (
                         table is None or len(key) == 2 or key[2].lower() == table
@@ -239,17 +244,10 @@ class MetastoreClient:
 
     def invalidate(self, database: str | None = None, table: str | None = None) -> None:
         """Forget cached metadata: all of it, a database's, or one table's."""
-        nodes = self._failover.nodes
-        with nodes.lock:
-            nodes.generation += 1
-            if database is None:
-                nodes.cache.clear()
-                return
-            for key in list(nodes.cache):
-                if key[0] == "databases" or (
-                    key[1] == database and (table is None or len(key) == 2 or key[2] == table)
-                ):
-                    del nodes.cache[key]
+        if database is None:
+            self._forget_all(self._failover.nodes.event_id)
+            return
+        self._drop(database, table, databases_list=True)
 
     # -- reads ----------------------------------------------------------------
 
