@@ -26,7 +26,7 @@ import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import BinaryIO, cast
 
@@ -46,6 +46,8 @@ MAX_RESULTS = 1000
 CACHE_BYTES = 128 * 1024 * 1024
 SPOOL_MEMORY = 16 * 1024 * 1024
 """How much of a result's CSV, and of its pages, is rendered in memory before spilling to disk."""
+# Puts a result's CSV and pages beside its metadata: kept for the process, not made per result.
+_PUTS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="result-put")
 
 
 @dataclass(frozen=True)
@@ -149,12 +151,14 @@ def write_results(
         shutil.copyfileobj(body, stored)
         csv.seek(0)
         stored.seek(0)
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="result-put") as pool:
-            csv_put = pool.submit(storage.put, bucket, csv_key, cast(BinaryIO, csv))
-            pages_put = pool.submit(storage.put, bucket, pages_key(csv_key), cast(BinaryIO, stored))
+        csv_put = _PUTS.submit(storage.put, bucket, csv_key, cast(BinaryIO, csv))
+        pages_put = _PUTS.submit(storage.put, bucket, pages_key(csv_key), cast(BinaryIO, stored))
+        try:
             storage.put(bucket, metadata_key, json.dumps(metadata).encode("utf-8"))
-            info = csv_put.result()
-            pages_put.result()
+        finally:  # the spools stay open until both puts are done with them
+            wait((csv_put, pages_put))
+        info = csv_put.result()
+        pages_put.result()
         entry = Pages(columns, header, b"", offsets, csv_offsets)
         if body_len + entry.size <= cache.max_entry_bytes:
             body.seek(0)
