@@ -64,3 +64,17 @@ def erasure_user_arn(user_id: str) -> str:
 
 def erasure_request_arn(request_id: str) -> str:
     return arn("erasure", f"request/{request_id}")
+
+
+def glue_catalog_arn(catalog: str) -> str:
+    """A data catalog's metadata, as ``glue:*`` actions name it (one per registered catalog)."""
+    return arn("glue", f"catalog/{catalog}")
+
+
+def glue_database_arn(catalog: str, database: str) -> str:
+    return arn("glue", f"database/{catalog}/{database}")
+
+
+def glue_table_arn(catalog: str, database: str, table: str) -> str:
+    """A table or a view (Glue names both ``table``); ``table`` may be ``*``."""
+    return arn("glue", f"table/{catalog}/{database}/{table}")

@@ -64,10 +64,17 @@ class TableInfo:
     location: str
     columns: list[Column]
     partition_keys: list[Column] = field(default_factory=list)
-    table_type: str = "EXTERNAL_TABLE"
+    table_type: str = "EXTERNAL_TABLE"  # or VIRTUAL_VIEW (a view), MANAGED_TABLE
     parameters: dict[str, str] = field(default_factory=dict)
+    # The storage descriptor: None means Parquet's (lakeward.query.formats reads these).
     input_format: str | None = None
     serde: str | None = None
+    output_format: str | None = None
+    serde_parameters: dict[str, str] = field(default_factory=dict)
+    # A view's text (table_type VIRTUAL_VIEW): Hive keeps what was written and its
+    # expanded form, which is what Spark runs.
+    view_original_text: str | None = None
+    view_expanded_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -434,12 +441,12 @@ def _thrift_table(table: TableInfo) -> Any:
         cols=columns,
         location=table.location,
         inputFormat=table.input_format or PARQUET["input_format"],
-        outputFormat=PARQUET["output_format"],
+        outputFormat=table.output_format or PARQUET["output_format"],
         compressed=False,
         numBuckets=-1,
         serdeInfo=hive.SerDeInfo(
             serializationLib=table.serde or PARQUET["serde"],
-            parameters={"serialization.format": "1"},
+            parameters=table.serde_parameters or {"serialization.format": "1"},
         ),
         bucketCols=[],
         sortCols=[],
@@ -452,8 +459,14 @@ def _thrift_table(table: TableInfo) -> Any:
         createTime=int(time.time()),
         sd=storage,
         partitionKeys=[hive.FieldSchema(c.name, c.type, c.comment) for c in table.partition_keys],
-        parameters={"EXTERNAL": "TRUE", **table.parameters},
-        tableType="EXTERNAL_TABLE",
+        parameters=(
+            {"EXTERNAL": "TRUE", **table.parameters}
+            if table.table_type == "EXTERNAL_TABLE"
+            else dict(table.parameters)
+        ),
+        tableType=table.table_type,
+        viewOriginalText=table.view_original_text,
+        viewExpandedText=table.view_expanded_text,
     )
 
 
@@ -483,4 +496,8 @@ def _table_info(raw: Any) -> TableInfo:
         parameters=dict(raw.parameters or {}),
         input_format=raw.sd.inputFormat,
         serde=raw.sd.serdeInfo.serializationLib if raw.sd.serdeInfo else None,
+        output_format=raw.sd.outputFormat,
+        serde_parameters=dict((raw.sd.serdeInfo.parameters or {}) if raw.sd.serdeInfo else {}),
+        view_original_text=raw.viewOriginalText,
+        view_expanded_text=raw.viewExpandedText,
     )

@@ -57,6 +57,7 @@ from lakeward.query.model import (
 from lakeward.query.owners import check_reader, listed_owner, may_read
 from lakeward.query.presence import Presence
 from lakeward.query.sql import Statement, check_translatable, parse_statement, to_engine_sql
+from lakeward.query.statements import Context
 from lakeward.query.store import Store
 from lakeward.query.workgroups import WorkGroups
 from lakeward.storage import Storage, load_storage
@@ -236,7 +237,7 @@ class QueryService(MetadataOperations):
         result_arn = self._lake_arn(execution.output_location)
         if result_arn:
             self.access.authorize("s3:PutObject", result_arn, principal=principal)
-        reused = self._reusable(execution, reuse_max_age_minutes)
+        reused = self._reusable(execution, statement, reuse_max_age_minutes)
         if reused is not None:
             execution.output_location = reused.output_location
             execution.state = QueryState.SUCCEEDED
@@ -282,8 +283,11 @@ class QueryService(MetadataOperations):
             )
         return requested
 
-    def _reusable(self, execution: QueryExecution, max_age: int | None) -> QueryExecution | None:
-        if not max_age or execution.statement_type != StatementType.DML:
+    def _reusable(
+        self, execution: QueryExecution, statement: Statement, max_age: int | None
+    ) -> QueryExecution | None:
+        # Only a query's result may be reused: a write or DDL must run every time.
+        if not max_age or statement.kind != "select":
             return None
         if not 0 < max_age <= 10080:
             raise InvalidRequest("MaxAgeInMinutes must be between 1 and 10080")
@@ -436,6 +440,9 @@ class QueryService(MetadataOperations):
             limits = Limits(memory_limit="1GB", spill_directory=str(self._spill))
             execution.statistics.planning_ms = _ms(time.monotonic() - planning)
             return engine.execute(execution.id, sql, tables, limits), scanned
+        if statement.command is not None:
+            context = Context(self, execution, run.principal, run.group, run.cancelled.is_set)
+            return statement.command.run(context), 0
         return self.metadata_result(statement), 0
 
     def _resolve(self, ref: TableRef) -> ResolvedTable:
@@ -562,6 +569,8 @@ def _catalogs_used(statement: Statement, default: str) -> set[str]:
         used.add(statement.catalog)
     if statement.table is not None:
         used.add(statement.table.catalog)
+    if statement.command is not None:
+        used |= statement.command.catalogs()
     return used
 
 

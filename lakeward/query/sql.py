@@ -31,7 +31,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.client import Column
-from lakeward.query import trino
+from lakeward.query import statements, trino
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.trino import spark as trino_on_spark
 
@@ -43,6 +43,7 @@ StatementKind = Literal[
     "show_columns",
     "describe",
     "explain",
+    "command",  # DDL, views and writes: statement.command runs it (lakeward.query.statements)
 ]
 
 # Functions that reach past the tables a query names. Names are compared lower-cased, as
@@ -93,6 +94,7 @@ class Statement:
     table: TableRef | None = None
     like: str | None = None
     explained: Statement | None = None
+    command: statements.Command | None = None
     # The checked Athena AST of a select, its real tables fully qualified and lower-cased.
     _ast: exp.Expr | None = field(default=None, repr=False, compare=False)
 
@@ -101,17 +103,22 @@ def parse_statement(
     sql: str, *, default_catalog: str, default_database: str, catalogs: Collection[str]
 ) -> Statement:
     """Parse and check one statement; raise InvalidRequest for anything not allowed."""
-    names = _Names(
+    names = Names(
         default_catalog.lower(), default_database.lower(), frozenset(c.lower() for c in catalogs)
     )
-    cursor = _Cursor(_one_statement(sql), sql)
+    cursor = Cursor(_one_statement(sql), sql)
     first = cursor.peek()
     trino.dates.refuse_ambiguous_formats(
         [t.text for t in cursor.tokens if t.token_type == TokenType.VAR],
         [t.text for t in cursor.tokens if t.token_type == TokenType.STRING],
     )
+    parser = statements.parser_for(cursor.keywords())
+    if parser is not None:
+        command = parser(sql, cursor, names)
+        tables = command.tables_read()
+        return Statement("command", command.statement_type, sql, tables, command=command)
     if first in _QUERY_STARTS:
-        return _query(sql, names)
+        return parse_query(sql, names)
     if first == "EXPLAIN":
         return _explain(sql, cursor, names)
     if first in ("SHOW", "DESCRIBE", "DESC"):
@@ -165,6 +172,9 @@ def to_engine_sql(
 
 def check_translatable(statement: Statement, engine: str) -> None:
     """Refuse, before the query is queued, what ``engine`` cannot answer as Athena would."""
+    if statement.command is not None:
+        statement.command.check(engine)
+        return
     target = statement.explained or statement
     if target._ast is not None and engine == "duckdb":
         tree = trino.to_duckdb(target._ast.copy())
@@ -177,7 +187,7 @@ def check_translatable(statement: Statement, engine: str) -> None:
 
 
 @dataclass(frozen=True)
-class _Names:
+class Names:
     default_catalog: str
     default_database: str
     catalogs: frozenset[str]
@@ -235,7 +245,7 @@ def _one_statement(sql: str) -> list[Token]:
     return statements[0]
 
 
-def _query(sql: str, names: _Names) -> Statement:
+def parse_query(sql: str, names: Names) -> Statement:
     try:
         parsed = sqlglot.parse(sql, read="athena")
     except ParseError as e:
@@ -357,7 +367,7 @@ def _names_cte(table: exp.Table) -> bool:
     return False
 
 
-class _Cursor:
+class Cursor:
     """Reads SHOW, DESCRIBE and EXPLAIN token by token; anything unexpected is refused."""
 
     def __init__(self, tokens: list[Token], sql: str) -> None:
@@ -373,6 +383,15 @@ class _Cursor:
         if token.token_type in (TokenType.IDENTIFIER, TokenType.STRING):
             return ""
         return token.text.upper()
+
+    def keywords(self, most: int = 5) -> list[str]:
+        """The statement's first words, upper-cased, up to the first name or string."""
+        words = []
+        for token in self.tokens[self.pos : self.pos + most]:
+            if token.token_type in (TokenType.IDENTIFIER, TokenType.STRING):
+                break
+            words.append(token.text.upper())
+        return words
 
     def word(self, *words: str) -> str | None:
         found = self.peek()
@@ -423,7 +442,7 @@ class _Cursor:
         raise InvalidRequest(f"could not parse the statement at {where}: {what}")
 
 
-def _explain(sql: str, cursor: _Cursor, names: _Names) -> Statement:
+def _explain(sql: str, cursor: Cursor, names: Names) -> Statement:
     cursor.expect("EXPLAIN")
     if cursor.word("ANALYZE"):
         raise InvalidRequest("EXPLAIN ANALYZE is not allowed: it runs the query; use EXPLAIN")
@@ -435,11 +454,11 @@ def _explain(sql: str, cursor: _Cursor, names: _Names) -> Statement:
                 break
     if cursor.peek() not in _QUERY_STARTS:
         raise InvalidRequest("EXPLAIN is allowed only for SELECT queries")
-    inner = _query(cursor.rest(), names)
+    inner = parse_query(cursor.rest(), names)
     return Statement("explain", StatementType.UTILITY, sql, inner.tables, explained=inner)
 
 
-def _show_or_describe(sql: str, cursor: _Cursor, names: _Names) -> Statement:
+def _show_or_describe(sql: str, cursor: Cursor, names: Names) -> Statement:
     utility = StatementType.UTILITY
     if cursor.expect("SHOW", "DESCRIBE", "DESC") != "SHOW":
         table = names.table(cursor.names(3))
@@ -463,3 +482,6 @@ def _show_or_describe(sql: str, cursor: _Cursor, names: _Names) -> Statement:
         return Statement("show_databases", utility, sql, (), catalog=catalog, like=like)
     catalog, database = names.database(target or [names.default_database])
     return Statement("show_tables", utility, sql, (), catalog=catalog, database=database, like=like)
+
+
+statements.load()  # the statement modules register their parsers (they import this module)

@@ -1,0 +1,1 @@
+"""catalog statements (see lakeward.query.statements)."""

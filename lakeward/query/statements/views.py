@@ -1,0 +1,1 @@
+"""views statements (see lakeward.query.statements)."""

@@ -1,0 +1,1 @@
+"""writes statements (see lakeward.query.statements)."""
