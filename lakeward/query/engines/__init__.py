@@ -9,7 +9,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lakeward.errors import ConfigError, QueryCancelled, QueryFailed
-from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
+from lakeward.query.engines.base import (
+    Engine,
+    EngineResult,
+    Limits,
+    ResolvedTable,
+    WriteResult,
+    WriteTarget,
+    WrittenFile,
+)
 
 if TYPE_CHECKING:
     from lakeward.config import Settings
@@ -22,6 +30,9 @@ __all__ = [
     "QueryCancelled",
     "QueryFailed",
     "ResolvedTable",
+    "WriteResult",
+    "WriteTarget",
+    "WrittenFile",
     "load_engine",
 ]
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pyarrow as pa
 
+from lakeward.errors import QueryFailed
 from lakeward.metastore.client import Column
 from lakeward.query.model import ColumnInfo, TableRef
 
@@ -36,8 +38,57 @@ class EngineResult:
     bytes_scanned: int = 0
 
 
+WriteFormat = Literal["parquet", "orc", "json", "text", "avro"]
+"""The file formats a write produces (``formats.TableFormat.kind`` of the table written)."""
+
+Compression = Literal["none", "snappy", "gzip", "zstd"]
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """Where and how an engine writes a SELECT's rows (CTAS, INSERT INTO, UNLOAD).
+
+    ``directory`` is a local directory that no reader lists (the statement's staging
+    place, empty when the write starts); the engine writes its files under it and the
+    statement publishes them to the lake. Partitioned writes put each row's file under
+    ``k1=v1/k2=v2/`` (Hive's escaping; a NULL value is ``__HIVE_DEFAULT_PARTITION__``)
+    and leave the partition columns, which are the SELECT's last, out of the files.
+    File names are unique to the execution (``prefix`` starts them), so files of
+    several writes into one table never collide.
+    """
+
+    directory: str
+    format: WriteFormat = "parquet"
+    compression: Compression = "none"
+    partitioned_by: tuple[str, ...] = ()
+    field_delimiter: str = "\x01"  # text only: Hive's default, ^A
+    prefix: str = ""
+    columns: tuple[str, ...] | None = None  # names the files give the columns, in order;
+    # None: the SELECT's own (INSERT INTO writes the target table's names)
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One file a write produced, relative to the target's directory."""
+
+    path: str  # "part-....parquet" or "k1=v1/k2=v2/part-....parquet"
+    size: int
+    rows: int
+    partition: tuple[str | None, ...] = ()  # the values of partitioned_by (None: NULL)
+
+
+@dataclass
+class WriteResult:
+    """A write's outcome: the SELECT's columns (Athena's types), its files and row count."""
+
+    columns: list[ColumnInfo]
+    files: list[WrittenFile]
+    rows: int
+    bytes_scanned: int = 0
+
+
 class Engine(ABC):
-    """Runs one read-only statement, already translated to the engine's dialect."""
+    """Runs one statement, already translated to the engine's dialect: a read, or a write."""
 
     name: str
     dialect: str  # sqlglot dialect name
@@ -51,6 +102,22 @@ class Engine(ABC):
         self, execution_id: str, sql: str, tables: list[ResolvedTable], limits: Limits
     ) -> EngineResult:
         """Run ``sql`` reading ``tables`` only; blocking until the first batch is ready."""
+
+    def write(
+        self,
+        execution_id: str,
+        sql: str,
+        tables: list[ResolvedTable],
+        limits: Limits,
+        target: WriteTarget,
+    ) -> WriteResult:
+        """Run the SELECT ``sql`` and write its rows as ``target`` says; blocking.
+
+        Interruptible like ``execute`` (``interrupt`` makes it raise). On any failure
+        the files written so far may remain in ``target.directory``: the caller
+        deletes the staging place. A SELECT without rows writes no file.
+        """
+        raise QueryFailed(f"the {self.name} engine does not write tables")
 
     @abstractmethod
     def interrupt(self, execution_id: str) -> None:
