@@ -14,7 +14,7 @@ import fnmatch
 import threading
 
 from lakeward.errors import InvalidRequest, ResourceNotFound, TableNotFound
-from lakeward.metastore.client import MetastoreClient, TableInfo, parse_uris
+from lakeward.metastore.client import MetastoreClient, PartitionInfo, TableInfo, parse_uris
 from lakeward.query.model import DataCatalog
 from lakeward.query.store import Store
 
@@ -45,6 +45,14 @@ class HiveConnector:
             self.require_database(database)
             try:
                 return self.client.table(database, name)
+            except TableNotFound:
+                raise ResourceNotFound(f"table {database}.{name} does not exist") from None
+
+    def partitions(self, database: str, name: str) -> list[PartitionInfo]:
+        """The table's partitions as the metastore registered them, each with its location."""
+        with self.client.lookup():
+            try:
+                return self.client.partitions(database, name)
             except TableNotFound:
                 raise ResourceNotFound(f"table {database}.{name} does not exist") from None
 

@@ -37,6 +37,7 @@ from lakeward.query.athena_errors import athena_reason
 from lakeward.query.catalogs import URIS_PARAMETER, Catalogs
 from lakeward.query.engines import load_engine
 from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
+from lakeward.query.formats import TableFormat
 from lakeward.query.metadata import (
     DEFAULT_CATALOG,
     DEFAULT_WORKGROUP,
@@ -418,10 +419,15 @@ class QueryService(MetadataOperations):
             assert target is not None
             tables = [self._resolve(ref) for ref in target.tables]
             for table in tables:
-                data_arn = self._lake_arn(table.location.rstrip("/") + "/*")
-                if data_arn:
-                    self.access.authorize("s3:GetObject", data_arn, principal=run.principal)
-            scanned = sum(_size_of(self.settings, t.location) for t in tables)
+                for place in _places(table):  # a partition may lie outside the table's place
+                    data_arn = self._lake_arn(place.rstrip("/") + "/*")
+                    if data_arn:
+                        self.access.authorize("s3:GetObject", data_arn, principal=run.principal)
+            scanned = sum(
+                _size_of(self.settings, place, missing_ok=t.partitions is not None)
+                for t in tables
+                for place in _places(t)
+            )
             cutoff = run.group.bytes_scanned_cutoff
             if cutoff is not None and scanned > cutoff:
                 raise InvalidRequest(
@@ -446,8 +452,19 @@ class QueryService(MetadataOperations):
         return self.metadata_result(statement), 0
 
     def _resolve(self, ref: TableRef) -> ResolvedTable:
-        info = self.catalogs.connector(ref.catalog).table(ref.database, ref.table)
-        return ResolvedTable(ref, info.location, info.columns, info.partition_keys)
+        connector = self.catalogs.connector(ref.catalog)
+        info = connector.table(ref.database, ref.table)
+        # A partitioned table reads the partitions the metastore has, where it has them.
+        partitions = connector.partitions(ref.database, ref.table) if info.partition_keys else None
+        return ResolvedTable(
+            ref,
+            info.location,
+            info.columns,
+            info.partition_keys,
+            TableFormat.of(info),
+            dict(info.parameters),
+            partitions,
+        )
 
     def _lake_arn(self, uri: str) -> str | None:
         """The s3 ARN of a place in the lake (``arn:lakeward:s3:::<bucket>/<key>``).
@@ -574,11 +591,26 @@ def _catalogs_used(statement: Statement, default: str) -> set[str]:
     return used
 
 
-def _size_of(settings: Settings, location: str) -> int:
-    """Bytes of the data files under a table location (what a full scan reads)."""
+def _places(table: ResolvedTable) -> list[str]:
+    """Where a table's files are: its location, or its partitions' when it has them."""
+    if table.partitions is None:
+        return [table.location]
+    places: list[str] = []
+    for location in sorted({p.location.rstrip("/") + "/" for p in table.partitions}):
+        if not any(location.startswith(kept) for kept in places):  # nested: counted once
+            places.append(location)
+    return places
+
+
+def _size_of(settings: Settings, location: str, *, missing_ok: bool = False) -> int:
+    """Bytes of the data files under a table location (what a full scan reads).
+
+    ``missing_ok``: a partition's directory that does not exist holds nothing.
+    """
     try:
         filesystem, path = arrow_filesystem(location, S3Options.from_settings(settings))
-        infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
+        selector = pafs.FileSelector(path, recursive=True, allow_not_found=missing_ok)
+        infos = filesystem.get_file_info(selector)
     except (OSError, ValueError):
         raise ResourceNotFound(f"the table's location {location} cannot be read") from None
     return sum(

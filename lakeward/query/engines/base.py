@@ -10,7 +10,8 @@ from typing import Literal
 import pyarrow as pa
 
 from lakeward.errors import QueryFailed
-from lakeward.metastore.client import Column
+from lakeward.metastore.client import Column, PartitionInfo
+from lakeward.query.formats import PARQUET, TableFormat
 from lakeward.query.model import ColumnInfo, TableRef
 
 
@@ -22,6 +23,12 @@ class ResolvedTable:
     location: str  # as the metastore gives it: file:/..., file:///..., s3a://..., s3://...
     columns: list[Column]
     partition_keys: list[Column] = field(default_factory=list)
+    format: TableFormat = PARQUET  # the storage descriptor: which reader reads the files
+    parameters: dict[str, str] = field(default_factory=dict)  # TBLPROPERTIES
+    # The metastore's partitions, each at its own location (which may lie outside the
+    # table's). None: not known, the partitions are the key=value directories under
+    # the table's location.
+    partitions: list[PartitionInfo] | None = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,13 +36,21 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
-from lakeward.errors import QueryCancelled, QueryFailed
+from lakeward.errors import LakewardError, QueryCancelled, QueryFailed
 from lakeward.metastore.client import Column
+from lakeward.query.engines import readers
 from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
 from lakeward.query.engines.conform import Conformer
 from lakeward.query.engines.pool import Connection, ConnectionPool, close
+from lakeward.query.engines.readers import (
+    TextLayout,
+    read_text,
+    text_column_check,
+    text_view_column,
+)
 from lakeward.query.engines.scanned import DataFile, Source, bytes_scanned, duck_type, sql_literal
 from lakeward.query.model import TableRef
+from lakeward.query.statements.publish import table_lock
 from lakeward.query.types import arrow_type_of_hive, athena_type_of_duckdb, duckdb_type_of_hive
 from lakeward.query.types import quote_identifier as quote
 from lakeward.storage.arrow import S3Options, arrow_filesystem
@@ -79,6 +87,9 @@ class DuckDbEngine(Engine):
         self, s3: Settings | S3Options | None = None, rows_per_batch: int = ROWS_PER_BATCH
     ) -> None:
         self.s3 = s3 if isinstance(s3, S3Options) or s3 is None else S3Options.from_settings(s3)
+        # A stack's engine lists a table's files under the table's lock (shared), so a
+        # write being published is seen whole or not at all (statements/publish.py).
+        self.settings = None if isinstance(s3, S3Options) or s3 is None else s3
         self.rows_per_batch = rows_per_batch
         self.pool = ConnectionPool()
         # Making a used connection clean again for the pool takes DuckDB about 10 ms
@@ -106,10 +117,13 @@ class DuckDbEngine(Engine):
         scans nothing.
         """
         sources = [self._source(t) for t in {t.ref: t for t in tables}.values()]
-        run = self._open(execution_id, [s.local_dir for s in sources if s.local_dir], limits)
+        run = self._open(execution_id, [d for s in sources for d in s.local_dirs], limits)
         try:
             with _errors(run, limits):
                 _check(run)
+                for source in sources:
+                    if source.load is not None:  # text files: read now, cancellable
+                        source.dataset = source.load(lambda: _check(run))
                 explain = _checked_statement(run.con, sql)
                 for source in sources:
                     self._create_view(run, source)
@@ -218,22 +232,83 @@ class DuckDbEngine(Engine):
     def _source(self, table: ResolvedTable) -> Source:
         keys = [k.name for k in table.partition_keys]
         try:
-            try:
-                filesystem, root = arrow_filesystem(table.location, self.s3)
-            except ValueError as exc:
-                if isinstance(exc, pa.ArrowException):
-                    raise
-                raise QueryFailed(  # a scheme the storage layer has no filesystem for
-                    f"table {table.ref} is at {table.location}, which the DuckDB engine cannot "
-                    "read (only file:, s3: and s3a: locations)"
-                ) from None
-            if isinstance(filesystem, pafs.LocalFileSystem):  # DuckDB reads the files itself
-                root = os.path.realpath(root)
-                return Source(table, _list_files(filesystem, root, keys), root)
-            files = _list_files(filesystem, root, keys)
-            return Source(table, files, dataset=_dataset(filesystem, root, files, table))
+            kind = table.format.kind
+        except LakewardError as exc:
+            raise QueryFailed(f"cannot read table {table.ref}: {exc}") from None
+        if kind == "avro":
+            raise QueryFailed(f"table {table.ref} is stored as Avro, which is not supported")
+        try:
+            filesystem, root = self._filesystem(table, table.location)
+            local = isinstance(filesystem, pafs.LocalFileSystem)
+            with self._listing(table.location):
+                if table.partitions is None:
+                    files, dirs = _list_files(filesystem, root, keys), [root]
+                else:
+                    files, dirs = self._partition_files(table, filesystem, root)
+            if kind == "parquet" and local and _hive_layout(root, files, keys):
+                return Source(table, files, dirs)  # DuckDB reads the files itself
+            if kind in ("parquet", "orc"):
+                return Source(table, files, dataset=_dataset(filesystem, files, table, kind))
+            layout = TextLayout.of(table)
+            for column in table.columns if layout.kind != "json" else []:
+                text_column_check(column)  # refused before anything is read
+
+            def load(check: Callable[[], None]) -> Any:
+                # A dataset, not the table: DuckDB pushes filters into a dataset's scan,
+                # so the plan shows which partitions a query reads (bytes scanned).
+                return pads.dataset(read_text(filesystem, files, table, layout, check))
+
+            return Source(table, files, load=load, layout=layout)
         except (OSError, pa.ArrowException) as exc:
             raise QueryFailed(f"cannot read table {table.ref} at {table.location}: {exc}") from None
+
+    def _filesystem(self, table: ResolvedTable, location: str) -> tuple[pafs.FileSystem, str]:
+        try:
+            filesystem, root = arrow_filesystem(location, self.s3)
+        except ValueError as exc:
+            if isinstance(exc, pa.ArrowException):
+                raise
+            raise QueryFailed(  # a scheme the storage layer has no filesystem for
+                f"table {table.ref} is at {location}, which the DuckDB engine cannot "
+                "read (only file:, s3: and s3a: locations)"
+            ) from None
+        if isinstance(filesystem, pafs.LocalFileSystem):
+            root = os.path.realpath(root)
+        return filesystem, root
+
+    def _partition_files(
+        self, table: ResolvedTable, filesystem: pafs.FileSystem, root: str
+    ) -> tuple[list[DataFile], list[str]]:
+        """The files of the metastore's partitions, wherever each partition is."""
+        files: list[DataFile] = []
+        dirs = [root]
+        for partition in table.partitions or []:
+            values = tuple(None if v == HIVE_NULL else v for v in partition.values)
+            if len(values) != len(table.partition_keys):
+                raise QueryFailed(
+                    f"partition {partition.values} of table {table.ref} has "
+                    f"{len(values)} values for {len(table.partition_keys)} partition keys"
+                )
+            place, where = self._filesystem(table, partition.location)
+            if type(place) is not type(filesystem):
+                raise QueryFailed(
+                    f"partition {'/'.join(partition.values)} of table {table.ref} is at "
+                    f"{partition.location}, not on the storage of the table's location "
+                    f"{table.location}"
+                )
+            found = _list_files(filesystem, where, [])
+            files.extend(DataFile(f.path, f.size, values) for f in found)
+            if not where.startswith(root.rstrip("/") + "/"):
+                dirs.append(where)
+        return sorted(files, key=lambda f: f.path), dirs
+
+    @contextmanager
+    def _listing(self, location: str) -> Iterator[None]:
+        if self.settings is None:
+            yield
+            return
+        with table_lock(self.settings, location, shared=True):
+            yield
 
     def _create_view(self, run: _Run, source: Source) -> None:
         ref, con = source.table.ref, run.con
@@ -244,8 +319,15 @@ class DuckDbEngine(Engine):
             if scan:
                 found = self._describe(con, scan, source)
                 source.scan_columns = set(found)
-            columns = [*source.table.columns, *source.table.partition_keys]
-            select = ", ".join(_view_column(c, found) for c in columns)
+            layout = source.layout
+            if scan and layout is not None and layout.kind != "json":  # fields typed here
+                select = ", ".join(
+                    [text_view_column(c, layout) for c in source.table.columns]
+                    + [_view_column(k, found) for k in source.table.partition_keys]
+                )
+            else:
+                columns = [*source.table.columns, *source.table.partition_keys]
+                select = ", ".join(_view_column(c, found) for c in columns)
             body = f"SELECT {select} FROM {scan}" if scan else f"SELECT {select} WHERE false"
             con.execute(f"CREATE VIEW {self.table_name(ref)} AS {body}")
         except duckdb.InterruptException:
@@ -262,6 +344,11 @@ class DuckDbEngine(Engine):
         with self._lock:
             found = self._described.get(key) if key[0] else None
         if found is None:
+            if key[0]:  # DuckDB's own Parquet reader: each file's columns checked once
+                local, parquet = pafs.LocalFileSystem(), pads.ParquetFileFormat()
+                for file in source.files:
+                    schema = readers.schema_of(parquet, file.path, local)
+                    readers.check_schema(file.path, schema, source.table.columns)
             described = con.execute(f"DESCRIBE SELECT * FROM {scan}").fetchall()
             found = {str(row[0]).lower(): str(row[1]) for row in described}
             if key[0]:
@@ -331,19 +418,62 @@ def _list_files(filesystem: pafs.FileSystem, root: str, keys: list[str]) -> list
     return sorted(files, key=lambda f: f.path)
 
 
+def _hive_layout(root: str, files: list[DataFile], keys: list[str]) -> bool:
+    """Whether every file is under ``root`` in the key=value directories of its partition
+    (what DuckDB's hive_partitioning reads the values from)."""
+    prefix = root.rstrip("/") + "/"
+    for file in files:
+        if not file.path.startswith(prefix):
+            return False
+        parts = file.path[len(prefix) :].split("/")[: len(keys)]
+        pairs = [p.partition("=") for p in parts]
+        if len(pairs) != len(keys) or any(
+            k.lower() != p[0].lower() or (None if p[2] == HIVE_NULL else unquote(p[2])) != v
+            for k, p, v in zip(keys, pairs, file.partition, strict=True)
+        ):
+            return False
+    return True
+
+
 def _dataset(
-    filesystem: pafs.FileSystem, root: str, files: list[DataFile], table: ResolvedTable
+    filesystem: pafs.FileSystem, files: list[DataFile], table: ResolvedTable, kind: str
 ) -> Any:
+    """A pyarrow dataset of the files, each with its partition's values."""
     if not files:
         return None
-    keys = pa.schema([(k.name, arrow_type_of_hive(k.type)) for k in table.partition_keys])
-    partitioning = pads.partitioning(keys, flavor="hive") if len(keys) else None
-    options = pads.FileSystemFactoryOptions(partition_base_dir=root, partitioning=partitioning)
-    paths = [f.path for f in files]
-    factory = pads.FileSystemDatasetFactory(filesystem, paths, pads.ParquetFileFormat(), options)
-    # Every file's schema, so that files written before a column was added still read
-    # (union_by_name, for local tables).
-    return factory.finish(factory.inspect(promote_options="permissive", fragments=None))
+    file_format = readers.file_format(kind)
+    schemas = []
+    for file in files:  # every file's schema: checked, and so that files written before
+        schema = readers.schema_of(file_format, file.path, filesystem)  # a column was added
+        readers.check_schema(file.path, schema, table.columns)
+        schemas.append(schema)
+    physical = pa.unify_schemas(schemas, promote_options="permissive")
+    keys = [(k.name, arrow_type_of_hive(k.type)) for k in table.partition_keys]
+    names = {name.lower() for name, _ in keys}
+    fields = [f for f in physical if f.name.lower() not in names] + [pa.field(*k) for k in keys]
+    partitions = [_partition_expression(table, keys, f.partition) for f in files] if keys else None
+    return pads.FileSystemDataset.from_paths(
+        [f.path for f in files], pa.schema(fields), file_format, filesystem, partitions
+    )
+
+
+def _partition_expression(
+    table: ResolvedTable, keys: list[tuple[str, pa.DataType]], values: tuple[str | None, ...]
+) -> Any:
+    expression = None
+    for (name, type_), value in zip(keys, values, strict=True):
+        if value is None:
+            term = pads.field(name).is_null()
+        else:
+            try:
+                term = pads.field(name) == pa.scalar(value).cast(type_)
+            except (pa.ArrowException, ValueError):
+                raise QueryFailed(
+                    f"partition value {value!r} of table {table.ref} is not a {type_} "
+                    f"(partition key {name})"
+                ) from None
+        expression = term if expression is None else expression & term
+    return expression
 
 
 # -- statements ---------------------------------------------------------------------------------

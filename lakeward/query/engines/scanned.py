@@ -10,7 +10,7 @@ cannot be read, every file counts.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +35,12 @@ class Source:
 
     table: ResolvedTable
     files: list[DataFile]
-    local_dir: str | None = None  # local tables: the directory DuckDB may read
-    dataset: Any = None  # S3 tables: the pyarrow dataset their view reads
+    local_dirs: list[str] = field(default_factory=list)  # what DuckDB reads itself, if anything
+    dataset: Any = None  # else the pyarrow dataset or table its view reads
     scan_columns: set[str] = field(default_factory=set)  # lower-cased names the files hold
+    # Text tables: their rows, read once the execution has started (it can be cancelled).
+    load: Callable[[Callable[[], None]], Any] | None = None
+    layout: Any = None  # text tables: their readers.TextLayout
 
     @property
     def size(self) -> int:

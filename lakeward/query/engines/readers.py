@@ -1,0 +1,648 @@
+"""Reading a table's files as its storage descriptor says (``formats.TableFormat``).
+
+Parquet files are read by DuckDB itself (local tables) or through a pyarrow dataset
+(tables on S3, and local tables whose partitions are not all in ``key=value``
+directories under the table). ORC files are read through a pyarrow dataset too.
+
+Text files are Hive's: one record per line (``\\n``, ``\\r\\n`` or ``\\r``), read after
+decompressing by the file's extension, with ``skip.header.line.count`` and
+``skip.footer.line.count`` lines dropped from each file. No library splits a line as
+Hive's SerDes do (LazySimpleSerDe has no quotes but an escape that also protects
+delimiters; a missing field is NULL and an extra one ignored; ``\\N`` is NULL before
+unescaping), so lines are split here and the fields typed by DuckDB in the table's view:
+
+* LazySimpleSerDe: a field that does not parse as the column's type is NULL;
+* OpenCSVSerde (Python's ``csv`` splits the line): a field that does not parse fails the
+  query naming the file, line and column, unless ``use.null.for.invalid.data`` is true;
+* JSON (Hive's and OpenX's JsonSerDe): one object per line, keys matched to columns
+  without regard to case; a line that is not a JSON object fails the query naming the
+  file and line, or (OpenX with ``ignore.malformed.json`` true) reads as a row of NULLs.
+
+Parquet and ORC files whose column types do not fit the table's fail the query naming
+the file and the column, as Athena's HIVE_BAD_DATA does.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from lakeward.errors import QueryFailed
+from lakeward.metastore.client import Column
+from lakeward.query.formats import OPENX_JSON_SERDE
+from lakeward.query.types import (
+    HiveType,
+    arrow_type_of_hive,
+    parse_hive_type,
+    quote_identifier,
+)
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from lakeward.query.engines.base import ResolvedTable
+    from lakeward.query.engines.scanned import DataFile
+
+FILE_COLUMN = "__lakeward_file"  # text tables: where each row came from, for errors
+LINE_COLUMN = "__lakeward_line"
+HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+# Hadoop's codecs by file extension, as Hive picks them; pyarrow decompresses these.
+_STREAM_CODECS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}
+# Extensions of codecs that Hadoop knows but no reader here decodes: refused, not misread.
+_REFUSED_CODECS = {".lzo": "LZO", ".lzo_deflate": "LZO", ".lz4": "LZ4", ".br": "Brotli"}
+_LINE_BREAK = re.compile(r"\r\n|\n|\r")
+_INTEGER = "'^[+-]?[0-9]+$'"
+_INTEGER_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "integer": 32, "bigint": 64}
+_STRINGS = ("string", "varchar", "char")
+
+
+# -- a text table's layout -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextLayout:
+    """How a text table's lines become fields (from its SerDe and table properties)."""
+
+    kind: str  # text (LazySimpleSerDe), csv (OpenCSVSerde), json
+    delimiter: str = "\x01"
+    escape: str | None = None
+    null: str | None = "\\N"
+    quote: str = '"'
+    escape_crlf: bool = False
+    header: int = 0
+    footer: int = 0
+    strict: bool = False  # a field that does not parse fails the query (else NULL)
+    ignore_malformed: bool = False  # JSON: a line that is not an object reads as NULLs
+    mapping: tuple[tuple[str, str], ...] = ()  # JSON: column -> key (OpenX mapping.*)
+
+    @classmethod
+    def of(cls, table: ResolvedTable) -> TextLayout:
+        kind = table.format.kind
+        serde = {k.lower(): v for k, v in table.format.serde_parameters.items()}
+        props = {k.lower(): v for k, v in table.parameters.items()}
+        header = _count(props, "skip.header.line.count")
+        footer = _count(props, "skip.footer.line.count")
+        if kind == "csv":
+            return cls(
+                "csv",
+                delimiter=_char(serde.get("separatorchar"), ",", "separatorChar"),
+                quote=_char(serde.get("quotechar"), '"', "quoteChar"),
+                escape=_char(serde.get("escapechar"), '"', "escapeChar"),
+                null=None,
+                header=header,
+                footer=footer,
+                strict=props.get("use.null.for.invalid.data", "").lower() != "true",
+            )
+        if kind == "json":
+            ignore = serde.get("ignore.malformed.json", "").lower() == "true"
+            mapping = tuple(
+                (k.removeprefix("mapping.").lower(), v.lower())
+                for k, v in serde.items()
+                if k.startswith("mapping.")
+            )
+            return cls(
+                "json",
+                header=header,
+                footer=footer,
+                strict=True,
+                ignore_malformed=ignore and table.format.serde == OPENX_JSON_SERDE,
+                mapping=mapping,
+            )
+        delimiter = serde.get("field.delim", serde.get("serialization.format"))
+        escape = serde.get("escape.delim")
+        return cls(
+            "text",
+            delimiter=_hive_byte(delimiter, "\x01", "field.delim"),
+            escape=_hive_byte(escape, "", "escape.delim") or None,
+            null=serde.get("serialization.null.format", "\\N"),
+            escape_crlf=serde.get("serialization.escape.crlf", "").lower() == "true",
+            header=header,
+            footer=footer,
+        )
+
+
+def _count(props: dict[str, str], name: str) -> int:
+    text = props.get(name)
+    if text is None:
+        return 0
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise QueryFailed(f"table property {name} is {text!r}; it must be a whole number")
+    return count
+
+
+def _hive_byte(text: str | None, default: str, name: str) -> str:
+    """A delimiter as Hive reads its property: a number is a byte's value, else the first
+    character (so field.delim '9' is a tab, as in Hive and Athena)."""
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        return text[0]
+    if not -128 <= value <= 255:
+        raise QueryFailed(f"SerDe property {name} is {text!r}, which is not a byte")
+    return chr(value % 256)
+
+
+def _char(text: str | None, default: str, name: str) -> str:
+    if text is None:
+        return default
+    if not text:
+        raise QueryFailed(f"SerDe property {name} is empty; it must be one character")
+    return text[0]
+
+
+# -- reading text files ----------------------------------------------------------------------
+
+
+def read_bytes(filesystem: pafs.FileSystem, path: str) -> bytes:
+    """A file's bytes, decompressed by its extension as Hadoop's codecs are chosen."""
+    name = path.rsplit("/", 1)[-1].lower()
+    extension = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+    if extension in _REFUSED_CODECS:
+        raise QueryFailed(
+            f"cannot read {path}: files compressed with {_REFUSED_CODECS[extension]} "
+            f"({extension}) are not supported (gzip, bzip2, zstd, snappy and deflate are)"
+        )
+    try:
+        if extension in _STREAM_CODECS:
+            with filesystem.open_input_stream(path, compression=_STREAM_CODECS[extension]) as f:
+                return bytes(f.read())
+        with filesystem.open_input_stream(path, compression=None) as f:
+            data = bytes(f.read())
+        if extension == ".snappy":
+            return _hadoop_snappy(data)
+        if extension == ".deflate":
+            return zlib.decompress(data)
+        return data
+    except (OSError, pa.ArrowException, zlib.error, ValueError) as exc:
+        raise QueryFailed(f"cannot read {path}: {exc}") from None
+
+
+def _hadoop_snappy(data: bytes) -> bytes:
+    """Hadoop's SnappyCodec stream: blocks of (raw length, then chunks of (length, snappy))."""
+    out, pos = bytearray(), 0
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise ValueError("truncated snappy block")
+        block, pos = int.from_bytes(data[pos : pos + 4], "big"), pos + 4
+        produced = 0
+        while produced < block:
+            size, pos = int.from_bytes(data[pos : pos + 4], "big"), pos + 4
+            chunk, pos = data[pos : pos + size], pos + size
+            if len(chunk) != size:
+                raise ValueError("truncated snappy chunk")
+            raw = pa.decompress(chunk, _varint(chunk), codec="snappy", asbytes=True)
+            out += raw
+            produced += len(raw)
+    return bytes(out)
+
+
+def _varint(chunk: bytes) -> int:
+    """The uncompressed length a raw snappy chunk starts with."""
+    value = shift = 0
+    for byte in chunk[:5]:
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        shift += 7
+    raise ValueError("bad snappy chunk header")
+
+
+def _lines(filesystem: pafs.FileSystem, path: str, layout: TextLayout) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a file's records, headers and footers dropped."""
+    text = read_bytes(filesystem, path).decode("utf-8", errors="replace")
+    lines = _LINE_BREAK.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()  # the break that ends the last line starts no new one
+    end = len(lines) - layout.footer
+    for number in range(layout.header, end):
+        yield number + 1, lines[number]
+
+
+def read_text(
+    filesystem: pafs.FileSystem,
+    files: list[DataFile],
+    table: ResolvedTable,
+    layout: TextLayout,
+    check: Callable[[], None],
+) -> pa.Table:
+    """A text table's rows: its columns as text (JSON: typed), its partition keys, and
+    the file and line each row came from."""
+    columns = table.columns
+    names = [c.name.lower() for c in columns]
+    keys = table.partition_keys
+    if layout.kind == "json":
+        types = [parse_hive_type(c.type) for c in columns]
+        arrow_types = [_arrow_type(t) for t in types]
+    else:
+        for column in columns:
+            text_column_check(column)
+        arrow_types = [pa.string()] * len(columns)
+    data: list[list[Any]] = [[] for _ in columns]
+    partition_values: list[list[str | None]] = [[] for _ in keys]
+    origin: list[str] = []
+    line_numbers: list[int] = []
+    for file in files:
+        check()
+        rows = 0
+        for number, line in _lines(filesystem, file.path, layout):
+            if layout.kind == "json":
+                fields = _json_fields(line, names, types, layout, file.path, number)
+            elif layout.kind == "csv":
+                fields = _csv_fields(line, len(names), layout)
+            else:
+                fields = _text_fields(line, len(names), layout)
+            for values, value in zip(data, fields, strict=True):
+                values.append(value)
+            line_numbers.append(number)
+            rows += 1
+        for values, value in zip(partition_values, file.partition, strict=True):
+            values.extend([value] * rows)
+        origin.extend([file.path] * rows)
+    arrays = [pa.array(v, type=t) for v, t in zip(data, arrow_types, strict=True)]
+    for key, values in zip(keys, partition_values, strict=True):
+        arrays.append(_partition_array(key, values))
+    arrays.append(pa.array(origin, pa.string()).dictionary_encode())
+    arrays.append(pa.array(line_numbers, pa.int64()))
+    names = [*names, *(k.name.lower() for k in keys), FILE_COLUMN, LINE_COLUMN]
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _partition_array(key: Column, values: list[str | None]) -> pa.Array:
+    strings = pa.array(values, pa.string())
+    shown = sorted({v for v in values if v is not None})
+    try:
+        return strings.cast(arrow_type_of_hive(key.type))
+    except (pa.ArrowException, ValueError):
+        raise QueryFailed(
+            f"a value of partition key {key.name} is not a {key.type}: {shown!r}"
+        ) from None
+
+
+def _text_fields(line: str, count: int, layout: TextLayout) -> list[str | None]:
+    """LazySimpleSerDe's fields: the first ``count`` (more are ignored, fewer are NULL)."""
+    escape = layout.escape
+    if escape is None or escape not in line:
+        raw = line.split(layout.delimiter, count)[:count]
+    else:
+        raw, current, i = [], [], 0
+        while i < len(line) and len(raw) < count:
+            char = line[i]
+            if char == escape and i + 1 < len(line):
+                current.append(line[i : i + 2])
+                i += 2
+                continue
+            if char == layout.delimiter:
+                raw.append("".join(current))
+                current = []
+            else:
+                current.append(char)
+            i += 1
+        if len(raw) < count:
+            raw.append("".join(current))
+    fields: list[str | None] = []
+    for value in raw:
+        if value == layout.null:  # compared before unescaping, as Hive does
+            fields.append(None)
+        elif escape is not None and escape in value:
+            fields.append(_unescape(value, escape, layout.escape_crlf))
+        else:
+            fields.append(value)
+    return fields + [None] * (count - len(fields))
+
+
+def _unescape(value: str, escape: str, crlf: bool) -> str:
+    def one(match: re.Match[str]) -> str:
+        char = match.group(1)
+        if crlf and char in "rn":
+            return "\r" if char == "r" else "\n"
+        return char
+
+    return re.sub(re.escape(escape) + "(.)", one, value, flags=re.DOTALL)
+
+
+def _csv_fields(line: str, count: int, layout: TextLayout) -> list[str | None]:
+    """OpenCSVSerde's fields: quoted as opencsv quotes (a doubled quote is a quote)."""
+    escape = None if layout.escape == layout.quote else layout.escape
+    reader = csv.reader(
+        [line],
+        delimiter=layout.delimiter,
+        quotechar=layout.quote,
+        escapechar=escape,
+        doublequote=True,
+        strict=False,
+    )
+    fields: list[str | None] = []
+    fields.extend(next(reader, [])[:count])
+    return fields + [None] * (count - len(fields))
+
+
+# -- JSON ------------------------------------------------------------------------------------
+
+
+class _BadValue(Exception):
+    pass
+
+
+def _json_fields(
+    line: str,
+    names: list[str],
+    types: list[HiveType],
+    layout: TextLayout,
+    path: str,
+    number: int,
+) -> list[Any]:
+    try:
+        record = json.loads(line)
+        if not isinstance(record, dict):
+            raise ValueError("the line holds no JSON object")
+    except ValueError as exc:
+        if layout.ignore_malformed:
+            return [None] * len(names)
+        raise QueryFailed(
+            f"HIVE_CURSOR_ERROR: {path} line {number} is not a valid JSON object ({exc}); "
+            "an OpenX JsonSerDe table with 'ignore.malformed.json'='true' reads it as NULLs"
+        ) from None
+    keys = {str(k).lower(): v for k, v in record.items()}
+    mapping = dict(layout.mapping)
+    fields = []
+    for name, hive_type in zip(names, types, strict=True):
+        value = keys.get(mapping.get(name, name))
+        try:
+            fields.append(_json_value(value, hive_type))
+        except _BadValue:
+            shown = json.dumps(value)[:100]
+            raise QueryFailed(
+                f"HIVE_BAD_DATA: {path} line {number}: column {name} ({_type_text(hive_type)}) "
+                f"cannot hold the value {shown}"
+            ) from None
+    return fields
+
+
+def _json_value(value: Any, hive: HiveType) -> Any:  # noqa: C901, PLR0911, PLR0912 - one case per type
+    if value is None:
+        return None
+    name = hive.name
+    if name in _STRINGS:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return json.dumps(value, separators=(",", ":"))
+    if name in _INTEGER_BITS:
+        number = _json_number(value)
+        if not isinstance(number, int):
+            if not number.is_integer():
+                raise _BadValue
+            number = int(number)
+        bits = _INTEGER_BITS[name]
+        if not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
+            raise _BadValue
+        return number
+    if name in ("double", "float"):
+        return float(_json_number(value))
+    if name == "decimal":
+        precision, scale = (list(hive.params) + [10, 0][len(hive.params) :])[:2]
+        try:
+            exact = Decimal(str(value)).quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP)
+        except (InvalidOperation, ValueError):
+            raise _BadValue from None
+        if isinstance(value, bool) or len(exact.as_tuple().digits) > precision:
+            raise _BadValue
+        return exact
+    if name == "boolean":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise _BadValue
+    if name == "date":
+        try:
+            return date.fromisoformat(str(value))
+        except ValueError:
+            raise _BadValue from None
+    if name == "timestamp":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return datetime.utcfromtimestamp(value / 1000)  # OpenX: milliseconds since 1970
+        try:
+            return datetime.fromisoformat(str(value))
+        except ValueError:
+            raise _BadValue from None
+    if name == "array":
+        if not isinstance(value, list):
+            raise _BadValue
+        return [_json_value(v, hive.args[0]) for v in value]
+    if name == "map":
+        if not isinstance(value, dict):
+            raise _BadValue
+        key, item = hive.args
+        return [(_json_value(k, key), _json_value(v, item)) for k, v in value.items()]
+    if name == "struct":
+        if not isinstance(value, dict):
+            raise _BadValue
+        inner = {str(k).lower(): v for k, v in value.items()}
+        return {
+            field: _json_value(inner.get(field.lower()), arg)
+            for field, arg in zip(hive.fields, hive.args, strict=True)
+        }
+    raise _BadValue
+
+
+def _json_number(value: Any) -> int | float:
+    if isinstance(value, bool):
+        raise _BadValue
+    if isinstance(value, int | float):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            return float(text)
+        except ValueError:
+            raise _BadValue from None
+    raise _BadValue
+
+
+def _arrow_type(hive: HiveType) -> pa.DataType:
+    if hive.name == "array":
+        return pa.list_(_arrow_type(hive.args[0]))
+    if hive.name == "map":
+        return pa.map_(_arrow_type(hive.args[0]), _arrow_type(hive.args[1]))
+    if hive.name == "struct":
+        return pa.struct([(f, _arrow_type(a)) for f, a in zip(hive.fields, hive.args, strict=True)])
+    if hive.name in ("binary", "uniontype"):
+        raise QueryFailed(f"columns of type {hive.name} are not supported in JSON tables")
+    return arrow_type_of_hive(_type_text(hive))
+
+
+def _type_text(hive: HiveType) -> str:
+    if hive.name == "array":
+        return f"array<{_type_text(hive.args[0])}>"
+    if hive.name == "map":
+        return f"map<{_type_text(hive.args[0])},{_type_text(hive.args[1])}>"
+    if hive.name == "struct":
+        inner = ",".join(
+            f"{f}:{_type_text(a)}" for f, a in zip(hive.fields, hive.args, strict=True)
+        )
+        return f"struct<{inner}>"
+    params = f"({','.join(map(str, hive.params))})" if hive.params else ""
+    return hive.name + params
+
+
+# -- typing text fields in the view ----------------------------------------------------------
+
+
+def text_column_check(column: Column) -> HiveType:
+    """A text table's column type, refused when it cannot be read from delimited text."""
+    try:
+        hive = parse_hive_type(column.type)
+    except ValueError:
+        raise QueryFailed(f"column {column.name} has type {column.type}, not a Hive type") from None
+    if hive.name in ("array", "map", "struct", "uniontype", "binary"):
+        raise QueryFailed(
+            f"column {column.name} is {column.type}: TEXTFILE and CSV tables are read here "
+            "with primitive column types only (declare it string and parse it in the query)"
+        )
+    return hive
+
+
+def text_view_column(column: Column, layout: TextLayout) -> str:
+    """The SQL of a text column in its table's view: the field parsed as its declared type.
+
+    Hive's LazySimpleSerDe makes a field that does not parse NULL; OpenCSVSerde fails,
+    naming the file, the line and the column.
+    """
+    hive = text_column_check(column)
+    name = quote_identifier(column.name)
+    raw = name
+    if hive.name in _STRINGS:
+        if hive.name == "varchar" and hive.params:  # Hive cuts a varchar(n) to n characters
+            return f"left({raw}, {hive.params[0]}) AS {name}"
+        return f"{raw} AS {name}"
+    if hive.name in _INTEGER_BITS:
+        target = {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}[
+            _INTEGER_BITS[hive.name]
+        ]
+        parsed = f"CASE WHEN regexp_matches({raw}, {_INTEGER}) THEN TRY_CAST({raw} AS {target}) END"
+    elif hive.name in ("double", "float"):
+        parsed = f"TRY_CAST({raw} AS {'DOUBLE' if hive.name == 'double' else 'FLOAT'})"
+    elif hive.name == "decimal":
+        precision, scale = (list(hive.params) + [10, 0][len(hive.params) :])[:2]
+        parsed = f"TRY_CAST({raw} AS DECIMAL({precision},{scale}))"
+    elif hive.name == "boolean":
+        parsed = f"CASE lower({raw}) WHEN 'true' THEN true WHEN 'false' THEN false END"
+    elif hive.name == "date":
+        parsed = f"TRY_CAST({raw} AS DATE)"
+    elif hive.name in ("timestamp", "timestamp_ntz"):
+        parsed = f"TRY_CAST({raw} AS TIMESTAMP)"
+    else:
+        raise QueryFailed(f"column {column.name} has type {column.type}, which text tables lack")
+    if not layout.strict:
+        return f"{parsed} AS {name}"
+    message = (
+        f"'HIVE_BAD_DATA: error parsing field value ''' || {raw} || ''' of column "
+        f"{_literal_text(column.name)} ({_literal_text(column.type)}) in ' || "
+        f"{FILE_COLUMN} || ' line ' || {LINE_COLUMN}::VARCHAR"
+    )
+    return (
+        f"CASE WHEN {raw} IS NULL THEN NULL ELSE coalesce({parsed}, error({message})) END AS {name}"
+    )
+
+
+def _literal_text(text: str) -> str:
+    """Text inside a SQL string literal already open."""
+    return text.replace("'", "''")
+
+
+# -- Parquet and ORC -------------------------------------------------------------------------
+
+
+def file_format(kind: str) -> pads.FileFormat:
+    return pads.OrcFileFormat() if kind == "orc" else pads.ParquetFileFormat()
+
+
+def schema_of(file_format: pads.FileFormat, path: str, filesystem: pafs.FileSystem) -> pa.Schema:
+    """A Parquet or ORC file's schema; a file that is not one fails naming it."""
+    try:
+        return file_format.inspect(path, filesystem)
+    except (OSError, pa.ArrowException) as exc:
+        raise QueryFailed(f"cannot read {path}: {exc}") from None
+
+
+def check_schema(path: str, schema: pa.Schema, columns: list[Column]) -> None:
+    """Fail naming the file and the column when a file's column cannot be read as declared."""
+    held = {f.name.lower(): f.type for f in schema}
+    for column in columns:
+        found = held.get(column.name.lower())
+        if found is None:
+            continue  # a column the file lacks reads as NULL
+        try:
+            hive = parse_hive_type(column.type)
+        except ValueError:
+            continue
+        if not _fits(found, hive):
+            raise QueryFailed(
+                f"HIVE_BAD_DATA: column {column.name} is declared {column.type} in the table, "
+                f"but file {path} holds it as {found}"
+            )
+
+
+def _fits(found: pa.DataType, hive: HiveType) -> bool:  # noqa: PLR0911 - one case per type
+    if pa.types.is_dictionary(found):
+        found = found.value_type
+    if pa.types.is_null(found):
+        return True
+    name = hive.name
+    if name in _STRINGS:
+        return bool(pa.types.is_string(found) or pa.types.is_large_string(found) or _binary(found))
+    if name in _INTEGER_BITS:
+        if not pa.types.is_integer(found):
+            return False
+        signed = pa.types.is_signed_integer(found)
+        return bool(found.bit_width <= _INTEGER_BITS[name] - (0 if signed else 1))
+    if name in ("double", "float", "decimal"):  # numbers read as numbers of another kind
+        return bool(
+            pa.types.is_floating(found) or pa.types.is_integer(found) or pa.types.is_decimal(found)
+        )
+    if name == "boolean":
+        return bool(pa.types.is_boolean(found))
+    if name == "date":
+        return bool(pa.types.is_date(found))
+    if name in ("timestamp", "timestamp_ntz"):
+        return bool(pa.types.is_timestamp(found))
+    if name == "binary":
+        return _binary(found) or bool(pa.types.is_string(found))
+    if name == "array":
+        return bool(pa.types.is_list(found) or pa.types.is_large_list(found))
+    if name == "map":
+        return bool(pa.types.is_map(found))
+    if name == "struct":
+        return bool(pa.types.is_struct(found))
+    return True
+
+
+def _binary(found: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_binary(found)
+        or pa.types.is_large_binary(found)
+        or pa.types.is_fixed_size_binary(found)
+    )

@@ -1,0 +1,241 @@
+"""The DuckDB engine reads what the metastore declares: formats, SerDes, partitions.
+
+Files here are written by hand the way Hive writes them (``\\N`` for NULL, ``\\``
+escapes, ^A delimiters, header lines, compressed by extension); ``test_spark_tables.py``
+reads files Spark wrote through Hive's SerDes.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.orc as orc
+import pyarrow.parquet as pq
+import pytest
+
+from lakeward.errors import QueryFailed
+from lakeward.metastore.client import Column, PartitionInfo
+from lakeward.query import formats
+from lakeward.query.engines.base import EngineResult, Limits, ResolvedTable
+from lakeward.query.engines.duckdb import DuckDbEngine
+from lakeward.query.formats import TableFormat
+from lakeward.query.model import TableRef
+
+CSV = TableFormat(
+    formats.TEXT_INPUT, formats.TEXT_OUTPUT, formats.OPEN_CSV_SERDE, {"separatorChar": ","}
+)
+OPENX = TableFormat(formats.TEXT_INPUT, formats.TEXT_OUTPUT, formats.OPENX_JSON_SERDE)
+
+
+def text_format(**serde: str) -> TableFormat:
+    return TableFormat(formats.TEXT_INPUT, formats.TEXT_OUTPUT, formats.LAZY_SIMPLE_SERDE, serde)
+
+
+def table(
+    name: str,
+    location: Path | str,
+    columns: list[tuple[str, str]],
+    table_format: TableFormat = formats.PARQUET,
+    keys: list[tuple[str, str]] | None = None,
+    partitions: list[PartitionInfo] | None = None,
+    **parameters: str,
+) -> ResolvedTable:
+    return ResolvedTable(
+        TableRef("awsdatacatalog", "db", name),
+        f"file:{location}",
+        [Column(n, t) for n, t in columns],
+        [Column(n, t) for n, t in keys or []],
+        table_format,
+        parameters,
+        partitions,
+    )
+
+
+@pytest.fixture
+def engine() -> Iterator[DuckDbEngine]:
+    engine = DuckDbEngine()
+    yield engine
+    engine.close()
+
+
+def run(engine: DuckDbEngine, sql: str, *tables: ResolvedTable) -> EngineResult:
+    engine.settle()
+    return engine.execute("q-1", sql, list(tables), Limits())
+
+
+def rows(engine: DuckDbEngine, sql: str, *tables: ResolvedTable) -> list[tuple[object, ...]]:
+    result = run(engine, sql, *tables)
+    return [tuple(r.values()) for batch in result.batches for r in batch.to_pylist()]
+
+
+def put(path: Path, data: bytes | str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def test_lazy_simple_text_as_hive_writes_it(engine: DuckDbEngine, tmp_path: Path) -> None:
+    # Hive's defaults: ^A between fields, \N for NULL; a field that does not parse as
+    # its column's type is NULL; a missing field is NULL, an extra one ignored.
+    put(tmp_path / "t/000000_0", "1\x01Austria\x01\\N\x01true\n2\x01\\N\x0112.5\x01FALSE\n"
+        "x3\x01Chile\x01abc\x01yes\n4\x01Peru\n5\x01Cuba\x011\x01true\x01extra\n")  # fmt: skip
+    t = table("t", tmp_path / "t", [("id", "int"), ("name", "string"), ("score", "double"),
+                                    ("ok", "boolean")], text_format())  # fmt: skip
+    assert rows(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"', t) == [
+        (1, "Austria", None, True),
+        (2, None, 12.5, False),
+        (None, "Chile", None, None),
+        (4, "Peru", None, None),
+        (5, "Cuba", 1.0, True),
+    ]
+
+
+def test_delimiter_escape_and_null_format(engine: DuckDbEngine, tmp_path: Path) -> None:
+    put(tmp_path / "t/a.csv", "a\\,b,NA,7\nplain,,NA\n")
+    t = table("t", tmp_path / "t", [("s", "string"), ("n", "string"), ("i", "bigint")],
+              text_format(**{"field.delim": ",", "escape.delim": "\\",
+                             "serialization.null.format": "NA"}))  # fmt: skip
+    assert rows(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"', t) == [
+        ("a,b", None, 7),
+        ("plain", "", None),
+    ]
+
+
+def test_compressed_files_and_headers_per_file(engine: DuckDbEngine, tmp_path: Path) -> None:
+    body = "id|name\n{0}|{1}\n"
+    put(tmp_path / "t/a.txt.gz", gzip.compress(body.format(1, "gzip").encode()))
+    put(tmp_path / "t/b.txt.bz2", bz2.compress(body.format(2, "bzip2").encode()))
+    put(tmp_path / "t/c.zst", pa.compress(body.format(3, "zstd").encode(), "zstd", asbytes=True))
+    put(tmp_path / "t/d.txt", body.format(4, "plain"))
+    t = table("t", tmp_path / "t", [("id", "int"), ("name", "string")],
+              text_format(**{"field.delim": "|"}), **{"skip.header.line.count": "1"})  # fmt: skip
+    sql = 'SELECT * FROM "awsdatacatalog"."db"."t" ORDER BY id'
+    assert rows(engine, sql, t) == [(1, "gzip"), (2, "bzip2"), (3, "zstd"), (4, "plain")]
+
+
+def test_a_codec_not_read_is_refused_naming_the_file(engine: DuckDbEngine, tmp_path: Path) -> None:
+    lz4 = put(tmp_path / "t/part-0.lz4", b"\x00\x01")
+    t = table("t", tmp_path / "t", [("id", "int")], text_format())
+    with pytest.raises(QueryFailed, match="LZ4") as failure:
+        run(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"', t)
+    assert str(lz4) in str(failure.value)
+
+
+def test_open_csv_quotes_and_declared_types(engine: DuckDbEngine, tmp_path: Path) -> None:
+    put(tmp_path / "t/a.csv", 'province,country,n\n"Bonaire, Sint Eustatius and Saba",'
+        'Netherlands,12\n"",Chile,"30"\n"say ""hi""",Peru,\n')  # fmt: skip
+    t = table("t", tmp_path / "t", [("province", "string"), ("country", "string"),
+              ("n", "bigint")], CSV, **{"skip.header.line.count": "1"})  # fmt: skip
+    sql = 'SELECT province, country, n FROM "awsdatacatalog"."db"."t" WHERE country <> \'Peru\''
+    assert rows(engine, sql, t) == [
+        ("Bonaire, Sint Eustatius and Saba", "Netherlands", 12),
+        ("", "Chile", 30),
+    ]
+    # Athena's OpenCSVSerDe cannot read an empty field as a number: the query fails.
+    with pytest.raises(QueryFailed) as failure:
+        run(engine, 'SELECT sum(n) FROM "awsdatacatalog"."db"."t"', t)
+    message = str(failure.value)
+    assert "HIVE_BAD_DATA" in message and "column n" in message and "line 4" in message
+    assert str(tmp_path / "t/a.csv") in message
+    lenient = table("t", tmp_path / "t", [("province", "string"), ("country", "string"),
+                    ("n", "bigint")], CSV, **{"skip.header.line.count": "1",
+                    "use.null.for.invalid.data": "true"})  # fmt: skip
+    sql = 'SELECT province, n FROM "awsdatacatalog"."db"."t" WHERE country = \'Peru\''
+    assert rows(engine, sql, lenient) == [('say "hi"', None)]
+
+
+def test_json_keys_without_case_and_nested_values(engine: DuckDbEngine, tmp_path: Path) -> None:
+    lines = [
+        {"ID": 1, "Name": "a", "tags": ["x", "y"], "geo": {"Lat": 1.5, "lon": 2}},
+        {"id": "2", "name": None, "extra": True},
+    ]
+    put(tmp_path / "t/a.json", "\n".join(json.dumps(x) for x in lines) + "\n")
+    columns = [("id", "bigint"), ("name", "string"), ("tags", "array<string>"),
+               ("geo", "struct<lat:double,lon:double>")]  # fmt: skip
+    for serde in (formats.JSON, OPENX):
+        t = table("t", tmp_path / "t", columns, serde)
+        assert rows(engine, 'SELECT * FROM "awsdatacatalog"."db"."t" ORDER BY id', t) == [
+            (1, "a", ["x", "y"], {"lat": 1.5, "lon": 2.0}),
+            (2, None, None, None),
+        ]
+
+
+def test_malformed_json_fails_naming_file_and_line_unless_ignored(
+    engine: DuckDbEngine, tmp_path: Path
+) -> None:
+    bad = put(tmp_path / "t/a.json", '{"id": 1}\n{"id": 2,\n{"id": 3}\n')
+    with pytest.raises(QueryFailed) as failure:
+        run(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"',
+            table("t", tmp_path / "t", [("id", "int")], formats.JSON))  # fmt: skip
+    assert f"{bad} line 2" in str(failure.value)
+    ignoring = TableFormat(formats.TEXT_INPUT, formats.TEXT_OUTPUT, formats.OPENX_JSON_SERDE,
+                           {"ignore.malformed.json": "true"})  # fmt: skip
+    t = table("t", tmp_path / "t", [("id", "int")], ignoring)
+    assert rows(engine, 'SELECT id FROM "awsdatacatalog"."db"."t"', t) == [(1,), (None,), (3,)]
+
+
+def test_a_json_value_of_the_wrong_type_names_file_line_and_column(
+    engine: DuckDbEngine, tmp_path: Path
+) -> None:
+    bad = put(tmp_path / "t/a.json", '{"id": 1}\n{"id": "two"}\n')
+    with pytest.raises(QueryFailed) as failure:
+        run(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"',
+            table("t", tmp_path / "t", [("id", "int")], formats.JSON))  # fmt: skip
+    assert f"{bad} line 2: column id" in str(failure.value)
+
+
+def test_orc_files(engine: DuckDbEngine, tmp_path: Path) -> None:
+    (tmp_path / "t").mkdir()
+    orc.write_table(pa.table({"id": [1, 2], "Name": ["a", "b"]}), tmp_path / "t/part-0.orc")
+    t = table("t", tmp_path / "t", [("id", "bigint"), ("name", "string")], formats.ORC)
+    assert rows(engine, 'SELECT * FROM "awsdatacatalog"."db"."t" ORDER BY id', t) == [
+        (1, "a"),
+        (2, "b"),
+    ]
+
+
+def test_a_file_that_does_not_match_the_schema_names_file_and_column(
+    engine: DuckDbEngine, tmp_path: Path
+) -> None:
+    (tmp_path / "t").mkdir()
+    pq.write_table(pa.table({"id": [1], "n": [5]}), tmp_path / "t/good.parquet")
+    pq.write_table(pa.table({"id": [2], "n": ["five"]}), tmp_path / "t/bad.parquet")
+    t = table("t", tmp_path / "t", [("id", "bigint"), ("n", "bigint")])
+    with pytest.raises(QueryFailed) as failure:
+        run(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"', t)
+    assert "column n" in str(failure.value)
+    assert str(tmp_path / "t/bad.parquet") in str(failure.value)
+
+
+@pytest.mark.parametrize("kind", ["parquet", "text"])
+def test_partitions_are_the_metastores(engine: DuckDbEngine, tmp_path: Path, kind: str) -> None:
+    """A partition outside the table's directory is read; a directory not registered is not."""
+
+    def write(directory: Path, ids: list[int]) -> int:
+        directory.mkdir(parents=True)
+        if kind == "parquet":
+            pq.write_table(pa.table({"id": ids}), directory / "part-0.parquet")
+            return (directory / "part-0.parquet").stat().st_size
+        return put(directory / "part-0", "".join(f"{i}\n" for i in ids)).stat().st_size
+
+    inside = write(tmp_path / "t/year=2020", [1, 2])
+    outside = write(tmp_path / "elsewhere/y21", [3])
+    write(tmp_path / "t/year=2022", [99])  # on disk, but not a partition of the table
+    partitions = [
+        PartitionInfo(["2020"], f"file:{tmp_path}/t/year=2020"),
+        PartitionInfo(["2021"], f"file:{tmp_path}/elsewhere/y21"),
+    ]
+    t = table("t", tmp_path / "t", [("id", "bigint")],
+              formats.PARQUET if kind == "parquet" else text_format(),
+              keys=[("year", "int")], partitions=partitions)  # fmt: skip
+    sql = 'SELECT year, id FROM "awsdatacatalog"."db"."t" ORDER BY id'
+    assert rows(engine, sql, t) == [(2020, 1), (2020, 2), (2021, 3)]
+    one = run(engine, 'SELECT count(*) FROM "awsdatacatalog"."db"."t" WHERE year = 2021', t)
+    assert [r for b in one.batches for r in b.to_pylist()] == [{"count_star()": 1}]
+    assert one.bytes_scanned == outside
+    assert run(engine, sql, t).bytes_scanned == inside + outside
