@@ -66,6 +66,13 @@ KNOWN_ACTIONS: frozenset[str] = frozenset(
         " ListNamedQueries",
     )
     | _actions("lakeward", "UseCatalog")
+    | _actions(
+        "glue",
+        "CreateDatabase DeleteDatabase GetDatabase GetDatabases UpdateDatabase CreateTable"
+        " UpdateTable DeleteTable GetTable GetTables CreatePartition BatchCreatePartition"
+        " UpdatePartition DeletePartition BatchDeletePartition GetPartition GetPartitions"
+        " BatchGetPartition",
+    )
     | _actions("s3", "GetObject PutObject DeleteObject ListBucket")
     | _actions(
         "secretsmanager", "GetSecretValue PutSecretValue ListSecrets DeleteSecret CreateSecret"

@@ -1,7 +1,8 @@
 """The seed deployment's identities: four users in four groups, their policies and secrets.
 
-The data engineer's group may use the metastore catalog and read the data
-bucket, so the data engineer sees and queries the tables; the salesperson's
+The data engineer's group may use the metastore catalog, read its definitions
+(``glue:Get*``, not create, change or drop them) and read the data bucket, so the
+data engineer sees and queries the tables; the salesperson's
 group may use Athena but not the catalog, so the salesperson sees no tables.
 The console administrator (``admin``) may use the administration pages (IAM,
 secret names, the audit log) and so may add anyone, themselves included, to
@@ -20,6 +21,9 @@ from lakeward.access.arns import (
     AUDIT_LOG,
     catalog_arn,
     erasure_request_arn,
+    glue_catalog_arn,
+    glue_database_arn,
+    glue_table_arn,
     iam_arn,
     s3_arn,
     secret_arn,
@@ -58,6 +62,26 @@ def seed_policies(settings: Settings) -> dict[str, dict[str, Any]]:
                     "Effect": "Allow",
                     "Action": ["lakeward:UseCatalog", "athena:GetDataCatalog"],
                     "Resource": [catalog_arn(CATALOG)],
+                },
+                {
+                    # Reading the catalog's definitions only: creating, changing or
+                    # dropping databases, tables and partitions needs a grant of its own.
+                    "Sid": "ReadCatalogMetadata",
+                    "Effect": "Allow",
+                    "Action": [
+                        "glue:GetDatabase",
+                        "glue:GetDatabases",
+                        "glue:GetTable",
+                        "glue:GetTables",
+                        "glue:GetPartition",
+                        "glue:GetPartitions",
+                        "glue:BatchGetPartition",
+                    ],
+                    "Resource": [
+                        glue_catalog_arn(CATALOG),
+                        glue_database_arn(CATALOG, "*"),
+                        glue_table_arn(CATALOG, "*", "*"),
+                    ],
                 },
                 {
                     "Sid": "SpillAndResults",

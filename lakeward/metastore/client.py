@@ -83,6 +83,30 @@ class PartitionInfo:
     location: str
 
 
+@dataclass(frozen=True)
+class DatabaseInfo:
+    name: str
+    location: str
+    description: str = ""
+    parameters: dict[str, str] = field(default_factory=dict)
+
+
+# Characters Hive escapes (as %XX) in a partition's directory name (FileUtils.escapePathName).
+_PATH_ESCAPED = frozenset(chr(c) for c in range(1, 32)) | set("\"#%'*/:=?\\\x7f{[]^")
+
+
+def escape_path_name(value: str) -> str:
+    """A partition key or value as Hive spells it in a directory name (``a/b`` is ``a%2Fb``)."""
+    return "".join(f"%{ord(c):02X}" if c in _PATH_ESCAPED else c for c in value)
+
+
+def partition_name(keys: Sequence[str], values: Sequence[str]) -> str:
+    """Hive's name of a partition (``year=2020/month=1``), which is also its directory."""
+    return "/".join(
+        f"{escape_path_name(k)}={escape_path_name(v)}" for k, v in zip(keys, values, strict=True)
+    )
+
+
 def parse_uris(uris: str | Sequence[str]) -> list[tuple[str, int]]:
     """``thrift://host:port`` URIs (a list or a comma-separated string) to addresses."""
     items = uris.split(",") if isinstance(uris, str) else list(uris)
@@ -296,12 +320,30 @@ class MetastoreClient:
 
         return self.cached(("partitions", database, name), load)
 
+    def database(self, name: str) -> DatabaseInfo:
+        raw = self._checked(f"database {name}", "get_database", name)
+        return DatabaseInfo(
+            raw.name, raw.locationUri or "", raw.description or "", dict(raw.parameters or {})
+        )
+
+    def partition_names(self, database: str, name: str) -> list[str]:
+        """The names of a table's partitions (``k=v/k2=v2``, escaped as Hive does)."""
+        return list(self._checked(f"{database}.{name}", "get_partition_names", database, name, -1))
+
     # -- mutations ------------------------------------------------------------
 
-    def create_database(self, name: str, location: str, description: str = "") -> None:
-        """Create a database unless it exists."""
-        db = hive.Database(name=name, description=description, locationUri=location, parameters={})
-        self._mutate(
+    def create_database(
+        self,
+        name: str,
+        location: str,
+        description: str = "",
+        parameters: dict[str, str] | None = None,
+    ) -> bool:
+        """Create a database unless it exists; False if it did."""
+        db = hive.Database(
+            name=name, description=description, locationUri=location, parameters=parameters or {}
+        )
+        return self._mutate(
             name, None, "create_database", db, applied=_database_exists(name), exists_ok=True
         )
 
@@ -334,6 +376,31 @@ class MetastoreClient:
             raise MetastoreError(f"metastore call on {db}.{name} failed: {_message(exc)}") from None
         self._mutate(db, name, "alter_table", db, name, thrift_table, applied=_holds(table))
 
+    def create_table(self, table: TableInfo) -> bool:
+        """Create a table; False (and nothing changed) if one of that name exists."""
+        return self._mutate(
+            table.database,
+            table.name,
+            "create_table",
+            _thrift_table(table),
+            applied=_holds(table),
+            exists_ok=True,
+        )
+
+    def alter_table(self, table: TableInfo) -> None:
+        """Change a table's columns, parameters and SerDe parameters, keeping the rest.
+
+        The metastore's own record is changed (owner, create time, statistics stay)
+        and written back in one ``alter_table`` call: one transaction.
+        """
+        db, name = table.database, table.name
+        raw = self._checked(f"{db}.{name}", "get_table", db, name)
+        raw.sd.cols = [hive.FieldSchema(c.name, c.type, c.comment) for c in table.columns]
+        raw.parameters = dict(table.parameters)
+        if raw.sd.serdeInfo is not None:
+            raw.sd.serdeInfo.parameters = dict(table.serde_parameters)
+        self._mutate(db, name, "alter_table", db, name, raw, applied=_holds(table))
+
     def drop_table(self, database: str, name: str) -> None:
         """Drop a table's definition (external data stays in the lake)."""
 
@@ -358,6 +425,24 @@ class MetastoreClient:
             return all(_same_location(stored.get(tuple(p.values)), p.location) for p in partitions)
 
         self._mutate(database, name, "add_partitions", parts, applied=present)
+
+    def drop_partitions(self, database: str, name: str, names: list[str]) -> None:
+        """Drop partitions by name (``k=v/k2=v2``) in one metastore transaction; data stays."""
+        if not names:
+            return
+        request = hive.DropPartitionsRequest(
+            dbName=database,
+            tblName=name,
+            parts=hive.RequestPartsSpec(names=list(names)),
+            deleteData=False,
+            ifExists=False,
+            needResult=False,
+        )
+
+        def gone(client: ThriftHiveMetastore.Client) -> bool:
+            return not set(names) & set(client.get_partition_names(database, name, -1))
+
+        self._mutate(database, name, "drop_partitions_req", request, applied=gone)
 
     # -- plumbing -------------------------------------------------------------
 

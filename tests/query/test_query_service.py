@@ -142,7 +142,7 @@ def test_refused_statements_never_run(service: QueryService) -> None:
         "SELECT * FROM read_csv('/etc/passwd')",
         "ATTACH 'x.db'",
         "SELECT 1; SELECT 2",
-        "DROP TABLE covid_deaths",
+        "TRUNCATE TABLE covid_deaths",
         "SELECT * FROM nowhere_catalog.default.t",
     ):
         with pytest.raises(InvalidRequest):

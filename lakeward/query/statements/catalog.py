@@ -1,1 +1,0 @@
-"""catalog statements (see lakeward.query.statements)."""
