@@ -16,8 +16,15 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lakeward.config import Settings
-from lakeward.errors import InvalidRequest
-from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
+from lakeward.errors import InvalidRequest, LakewardError, QueryFailed
+from lakeward.query.engines.base import (
+    Engine,
+    EngineResult,
+    Limits,
+    ResolvedTable,
+    WriteResult,
+    WriteTarget,
+)
 from lakeward.query.model import ColumnInfo, TableRef
 from lakeward.query.types import athena_type
 
@@ -94,6 +101,30 @@ class SparkEngine(Engine):
         ]
         return EngineResult(columns, _iterate(batches))
 
+    def write(
+        self,
+        execution_id: str,
+        sql: str,
+        tables: list[ResolvedTable],
+        limits: Limits,
+        target: WriteTarget,
+    ) -> WriteResult:
+        """Spark writes the files itself (engines/spark_writes.py): the rows never pass
+        through this process, which is what makes Spark the engine of a large CTAS."""
+        from lakeward.query.engines import spark_writes
+
+        session = self.session
+        context = session.sparkContext
+        context.setJobGroup(execution_id, f"lakeward write {execution_id}", interruptOnCancel=True)
+        try:
+            return spark_writes.write(session, sql, target)
+        except LakewardError:
+            raise
+        except Exception as error:
+            raise QueryFailed(failure_reason(error)) from None
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
     def interrupt(self, execution_id: str) -> None:
         if self._session is not None:
             self._session.sparkContext.cancelJobGroup(execution_id)
@@ -103,6 +134,25 @@ class SparkEngine(Engine):
             if self._session is not None:
                 self._session.stop()
                 self._session = None
+
+
+# Spark's wrappers around the error a user must see (a task's, a job's).
+_WRAPPERS = re.compile(r"^\[(TASK_WRITE_FAILED|JOB_ABORTED)[^\]]*\]")
+# Advice to change Spark's settings or functions: not the user's to follow.
+_SPARK_ADVICE = re.compile(r"\s+(Use `?'?try_|If necessary set|To return NULL instead)[^\n]*")
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\] [^\n]+")
+
+
+def failure_reason(error: Exception) -> str:
+    """The words of a Spark failure a user needs, without Java's stack and wrappers."""
+    refusal = _REFUSAL.search(str(error))
+    if refusal is not None:
+        return f"NOT_SUPPORTED: {refusal[0]}"
+    for match in _ERROR_CLASS.finditer(str(error)):
+        if not _WRAPPERS.match(match[0]):
+            return _SPARK_ADVICE.sub("", match[0])
+    first = str(error).strip().splitlines()
+    return first[0] if first else type(error).__name__
 
 
 def _iterate(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
