@@ -36,6 +36,7 @@ from lakeward.ingest import transform
 from lakeward.ingest.fetch import fetched, first_line
 from lakeward.ingest.jhu import (
     COMBINED_TABLE,
+    LOCATION_COLUMNS,
     MEASURES,
     QUARANTINE_TABLE,
     Header,
@@ -46,6 +47,7 @@ from lakeward.ingest.reports import EtlReport, MeasureReport
 from lakeward.metastore.client import Column, MetastoreClient, TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.progress import Progress
+from lakeward.query import formats
 from lakeward.storage import Storage, load_storage
 from lakeward.storage.paths import data_uri, hadoop_uri, warehouse_uri
 
@@ -57,6 +59,35 @@ T = TypeVar("T")
 RAW_PREFIX = "covid_data/csv"
 PARQUET_PREFIX = "covid_data/parquet"
 RUNS_PREFIX = "covid_data/runs"
+
+
+def raw_key(measure: Measure) -> str:
+    """Where a measure's file is kept: a directory of its own, the location of its table."""
+    return f"{RAW_PREFIX}/{measure.name}/{measure.file_name}"
+
+
+def raw_table(measure: Measure) -> str:
+    return f"covid_raw_{measure.name}"
+
+
+def raw_columns(header: Header) -> list[Column]:
+    """A raw table's columns: the location's, then one per date column (d_2020_01_22), in
+    the file's order; a date header that is not a date is kept as text, by position."""
+    columns = [
+        Column("province_state", "string", "Province/State"),
+        Column("country_region", "string", "Country/Region"),
+        Column("lat", "double", "Lat"),
+        Column("long", "double", "Long"),
+    ]
+    for position, (text, day) in enumerate(
+        zip(header.columns[len(LOCATION_COLUMNS) :], header.dates, strict=True),
+        start=len(LOCATION_COLUMNS) + 1,
+    ):
+        if day is None:
+            columns.append(Column(f"column_{position}", "string", text))
+        else:
+            columns.append(Column(f"d_{day:%Y_%m_%d}", "bigint", text))
+    return columns
 
 
 def new_run_id() -> str:
@@ -106,7 +137,7 @@ class CovidEtl:
                 timings["write"] = time.perf_counter() - clock
 
                 clock = time.perf_counter()
-                previous = self._register(metastore, locations, run_id)
+                previous = self._register(metastore, locations, run_id, headers)
                 timings["register"] = time.perf_counter() - clock
             finally:
                 for frame in parsed.values():
@@ -141,9 +172,12 @@ class CovidEtl:
             with self.progress.step("store raw files", total=len(MEASURES)) as step:
                 for measure in MEASURES:
                     with open(paths[measure.file_name], "rb") as data:
-                        info = self.storage.put(
-                            self.bucket, f"{RAW_PREFIX}/{measure.file_name}", data
-                        )
+                        info = self.storage.put(self.bucket, raw_key(measure), data)
+                    # Kept directly under the raw zone before each measure had a directory
+                    # (its table's location): the copy there is stale.
+                    former = f"{RAW_PREFIX}/{measure.file_name}"
+                    if self.storage.exists(self.bucket, former):
+                        self.storage.delete(self.bucket, former)
                     reports.append(
                         MeasureReport(
                             measure=measure.name,
@@ -216,9 +250,14 @@ class CovidEtl:
         return {table: str(location) for table, location in zip(frames, written, strict=True)}
 
     def _register(
-        self, metastore: MetastoreClient, locations: dict[str, str], run_id: str
+        self,
+        metastore: MetastoreClient,
+        locations: dict[str, str],
+        run_id: str,
+        headers: dict[str, Header],
     ) -> dict[str, str]:
-        """Point every table at its new version; return the locations they had before."""
+        """Point every table at its new version, and the raw tables at the files just kept;
+        return the locations the tables had before."""
         if self.database not in metastore.databases():
             metastore.create_database(
                 self.database, hadoop_uri(f"{warehouse_uri(self.settings)}/{self.database}.db")
@@ -242,7 +281,36 @@ class CovidEtl:
                     )
                 )
                 step.advance()
+        with self.progress.step("register raw tables", total=len(MEASURES)) as step:
+            for measure in MEASURES:
+                raw = self._raw_table(measure, headers[measure.name], run_id)
+                metastore.put_external_table(raw)
+                step.advance()
         return previous
+
+    def _raw_table(self, measure: Measure, header: Header, run_id: str) -> TableInfo:
+        """The raw zone's file of a measure as an external CSV table, as Athena users
+        declare one: OpenCSVSerde (province names hold commas inside quotes), the header
+        line skipped, one column per date."""
+        location = hadoop_uri(data_uri(self.settings, f"{RAW_PREFIX}/{measure.name}"))
+        return TableInfo(
+            database=self.database,
+            name=raw_table(measure),
+            location=location,
+            columns=raw_columns(header),
+            parameters={
+                "skip.header.line.count": "1",
+                # Empty Lat/Long (a few locations have none) read as NULL, not as a failure.
+                "use.null.for.invalid.data": "true",
+                "classification": "csv",
+                "lakeward.run_id": run_id,
+                "comment": f"the JHU CSSE {measure.name} file as fetched (raw zone)",
+            },
+            input_format=formats.TEXT_INPUT,
+            output_format=formats.TEXT_OUTPUT,
+            serde=formats.OPEN_CSV_SERDE,
+            serde_parameters={"separatorChar": ",", "quoteChar": '"'},
+        )
 
     def _finish(self, report: EtlReport, previous: dict[str, str]) -> None:
         """Drop versions no table uses any more, announce the new files, keep the report.

@@ -153,7 +153,8 @@ def test_raw_files_are_kept_unchanged_with_their_checksums(stack: Settings, jhu_
     for measure in report["measures"]:
         name = Path(measure["raw_uri"]).name
         source = (jhu_dir / name).read_bytes()
-        assert (raw / name).read_bytes() == source
+        # Each measure's file in a directory of its own: the location of its raw table.
+        assert (raw / measure["measure"] / name).read_bytes() == source
         assert measure["sha256"] == hashlib.sha256(source).hexdigest()
         assert measure["size"] == len(source)
 

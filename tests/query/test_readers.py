@@ -239,3 +239,14 @@ def test_partitions_are_the_metastores(engine: DuckDbEngine, tmp_path: Path, kin
     assert [r for b in one.batches for r in b.to_pylist()] == [{"count_star()": 1}]
     assert one.bytes_scanned == outside
     assert run(engine, sql, t).bytes_scanned == inside + outside
+
+
+def test_a_text_serde_over_files_that_are_not_text_is_refused(
+    engine: DuckDbEngine, tmp_path: Path
+) -> None:
+    put(tmp_path / "t/part-0", b"SEQ\x06binary")
+    sequence = TableFormat("org.apache.hadoop.mapred.SequenceFileInputFormat",
+                           formats.TEXT_OUTPUT, formats.LAZY_SIMPLE_SERDE)  # fmt: skip
+    with pytest.raises(QueryFailed, match="SequenceFileInputFormat"):
+        run(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"',
+            table("t", tmp_path / "t", [("id", "int")], sequence))  # fmt: skip

@@ -39,7 +39,7 @@ import pyarrow.dataset as pads
 
 from lakeward.errors import QueryFailed
 from lakeward.metastore.client import Column
-from lakeward.query.formats import OPENX_JSON_SERDE
+from lakeward.query.formats import OPENX_JSON_SERDE, TEXT_INPUT
 from lakeward.query.types import (
     HiveType,
     arrow_type_of_hive,
@@ -89,6 +89,11 @@ class TextLayout:
     @classmethod
     def of(cls, table: ResolvedTable) -> TextLayout:
         kind = table.format.kind
+        if table.format.input_format != TEXT_INPUT:  # a SequenceFile is not lines of text
+            raise QueryFailed(
+                f"table {table.ref} has input format {table.format.input_format}; its SerDe "
+                f"{table.format.serde} is read from text files only ({TEXT_INPUT})"
+            )
         serde = {k.lower(): v for k, v in table.format.serde_parameters.items()}
         props = {k.lower(): v for k, v in table.parameters.items()}
         header = _count(props, "skip.header.line.count")
