@@ -250,3 +250,40 @@ def test_a_text_serde_over_files_that_are_not_text_is_refused(
     with pytest.raises(QueryFailed, match="SequenceFileInputFormat"):
         run(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"',
             table("t", tmp_path / "t", [("id", "int")], sequence))  # fmt: skip
+
+
+def test_csv_partitions_on_s3(s3_endpoint: str) -> None:
+    import os
+
+    import boto3
+
+    from lakeward.storage.arrow import S3Options
+
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    options = S3Options(s3_endpoint, "us-east-1", "testing", "testing")
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    client.create_bucket(Bucket="raw")
+    first = gzip.compress(b'name,n\n"Bonaire, Sint Eustatius and Saba",1\n')
+    second = b'name,n\n"US",2\n'
+    client.put_object(Bucket="raw", Key="t/day=1/a.csv.gz", Body=first)
+    client.put_object(Bucket="raw", Key="moved/d2/b.csv", Body=second)
+    client.put_object(Bucket="raw", Key="t/day=3/c.csv", Body=b'name,n\n"stray",3\n')
+    t = ResolvedTable(
+        TableRef("awsdatacatalog", "db", "t"),
+        "s3://raw/t/",
+        [Column("name", "string"), Column("n", "int")],
+        [Column("day", "int")],
+        CSV,
+        {"skip.header.line.count": "1"},
+        [PartitionInfo(["1"], "s3a://raw/t/day=1"), PartitionInfo(["2"], "s3://raw/moved/d2/")],
+    )
+    engine = DuckDbEngine(options)
+    try:
+        sql = 'SELECT day, name, n FROM "awsdatacatalog"."db"."t" ORDER BY day'
+        assert rows(engine, sql, t) == [(1, "Bonaire, Sint Eustatius and Saba", 1), (2, "US", 2)]
+        one = run(engine, 'SELECT name FROM "awsdatacatalog"."db"."t" WHERE day = 2', t)
+        assert [r for b in one.batches for r in b.to_pylist()] == [{"name": "US"}]
+        assert one.bytes_scanned == len(second)
+    finally:
+        engine.close()

@@ -175,8 +175,8 @@ def test_tables_spark_wrote_read_as_spark_reads_them(
     stack: Settings, spark: Any, spark_tables: Path, table: str
 ) -> None:
     if table == "json_lines":  # Spark has no Hive JSON SerDe: its own JSON reader instead
-        schema = "id INT, name STRING, score DOUBLE, day DATE"
-        frame = spark.read.schema(schema).json(str(spark_tables / table)).orderBy("id")
+        schema = "ID INT, Name STRING, Score DOUBLE, Day DATE"  # its keys' case, as written
+        frame = spark.read.schema(schema).json(str(spark_tables / table)).orderBy("ID")
     else:
         frame = spark.sql(f"SELECT id, name, score, day FROM {DB}.{table} ORDER BY id")
     expected = [[None if v is None else str(v) for v in r] for r in frame.collect()]
