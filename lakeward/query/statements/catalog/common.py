@@ -10,7 +10,6 @@ authorizer.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -21,9 +20,6 @@ from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import ColumnInfo, TableRef
 from lakeward.query.statements import Command, Context
 from lakeward.storage.paths import hadoop_uri, lake_place
-
-if TYPE_CHECKING:
-    from lakeward.config import Settings
 
 
 class CatalogCommand(Command):
@@ -71,13 +67,19 @@ def refuse_view(table: TableInfo, statement: str) -> None:
         )
 
 
-def lake_location(settings: Settings, location: str) -> str:
+def lake_location(context: Context, location: str) -> str:
     """A LOCATION as the metastore keeps it; refused unless it is in one of the lake's buckets."""
+    settings = context.service.settings
     place = lake_place(settings, location)
     if place is None or not place[0]:
         raise InvalidRequest(
             f"LOCATION '{location}' is not in the lake: use a place under {settings.lake_root}/"
         )
+    # The metastore makes a missing directory: on a file:// lake that would be a new
+    # bucket, so a bucket must exist already (an S3 lake's buckets are S3's to check).
+    local = context.service.storage.local_dir
+    if local is not None and not (local / place[0]).is_dir():
+        raise InvalidRequest(f"LOCATION '{location}': the lake has no bucket {place[0]}")
     return hadoop_uri(location)
 
 

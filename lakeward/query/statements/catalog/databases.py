@@ -31,7 +31,7 @@ class CreateDatabase(CatalogCommand):
     def run(self, context: Context) -> EngineResult:
         settings = context.service.settings
         location = (
-            lake_location(settings, self.location)
+            lake_location(context, self.location)
             if self.location is not None
             else hadoop_uri(f"{warehouse_uri(settings)}/{self.database}.db")
         )

@@ -96,8 +96,7 @@ class AddPartitions(TableCommand):
     specs: list[tuple[list[tuple[str, str]], str | None]] = field(default_factory=list)
 
     def run(self, context: Context) -> EngineResult:
-        settings = context.service.settings
-        locations = [None if loc is None else lake_location(settings, loc) for _, loc in self.specs]
+        locations = [None if loc is None else lake_location(context, loc) for _, loc in self.specs]
         authorize_table(context, ["glue:BatchCreatePartition"], self.ref)
         client = self.metastore(context)
         table = existing_table(client, self.ref)

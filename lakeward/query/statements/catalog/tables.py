@@ -83,14 +83,13 @@ class CreateTable(TableCommand):
     properties: dict[str, str] = field(default_factory=dict)
 
     def run(self, context: Context) -> EngineResult:
-        settings = context.service.settings
-        location = None if self.location is None else lake_location(settings, self.location)
+        location = None if self.location is None else lake_location(context, self.location)
         authorize_table(context, ["glue:CreateTable"], self.ref)
         client = self.metastore(context)
         require_database(client, self.ref.database)
         if location is None:  # Hive's default: a directory of the table's name in the database's
             location = f"{client.database(self.ref.database).location.rstrip('/')}/{self.ref.table}"
-            location = lake_location(settings, location)
+            location = lake_location(context, location)
         parameters = dict(self.properties)
         if self.comment is not None:
             parameters["comment"] = self.comment

@@ -1,0 +1,381 @@
+"""Athena's DDL end to end: boto3 and PyAthena against the stack's server, checked from Spark.
+
+Every statement goes through Athena's own clients; what it did to the metastore is then
+read by a separate Spark session on the same metastore (databases, tables, columns,
+partitions), so a statement is known to work for every client of the catalog, not only
+for lakeward. Refused statements are checked to have changed nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakeward.access.arns import glue_catalog_arn, glue_database_arn, glue_table_arn
+from lakeward.config import Settings
+from lakeward.metastore import MetastoreClient
+from lakeward.metastore.uris import metastore_uris
+from lakeward.storage import load_storage
+from tests.helpers import lakeward
+
+pytestmark = pytest.mark.spark
+
+CATALOG = "demo_hive_metastore"
+
+
+def client_for(stack: Settings, key_id: str | None = None, secret: str | None = None) -> Any:
+    import boto3
+
+    return boto3.client(
+        "athena",
+        endpoint_url=f"http://{stack.server.host}:{stack.server.port}",
+        region_name="us-east-1",
+        aws_access_key_id=key_id or stack.api.access_key_id,
+        aws_secret_access_key=secret or stack.api.secret_access_key,
+    )
+
+
+def run(athena: Any, sql: str) -> dict[str, Any]:
+    """Start ``sql``, wait for it; its execution, with ``rows`` (no header) if it succeeded."""
+    execution_id = athena.start_query_execution(QueryString=sql)["QueryExecutionId"]
+    while True:
+        execution = athena.get_query_execution(QueryExecutionId=execution_id)["QueryExecution"]
+        if execution["Status"]["State"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            break
+        time.sleep(0.05)
+    if execution["Status"]["State"] == "SUCCEEDED":
+        result = athena.get_query_results(QueryExecutionId=execution_id)["ResultSet"]
+        execution["rows"] = [[d.get("VarCharValue") for d in r["Data"]] for r in result["Rows"]]
+        execution["columns"] = [c["Name"] for c in result["ResultSetMetadata"]["ColumnInfo"]]
+    return execution
+
+
+def ok(athena: Any, sql: str) -> dict[str, Any]:
+    execution = run(athena, sql)
+    assert execution["Status"]["State"] == "SUCCEEDED", (sql, execution["Status"])
+    return execution
+
+
+def failed(athena: Any, sql: str) -> str:
+    execution = run(athena, sql)
+    assert execution["Status"]["State"] == "FAILED", (sql, execution["Status"])
+    return str(execution["Status"]["StateChangeReason"])
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def lake_dir(stack: Settings, name: str) -> str:
+    return f"{stack.lake_root}/{stack.lake.data_bucket}/tests/catalog/{name}"
+
+
+def metastore(stack: Settings) -> MetastoreClient:
+    return MetastoreClient(metastore_uris(stack))
+
+
+def spark_partitions(spark: Any, table: str) -> list[str]:
+    return sorted(r[0] for r in spark.sql(f"SHOW PARTITIONS {table}").collect())
+
+
+def test_database_table_and_partitions_end_to_end(stack: Settings, spark: Any) -> None:
+    athena = client_for(stack)
+    db = unique("sales")
+    ok(athena, f"CREATE DATABASE {db} COMMENT 'sales data' LOCATION '{lake_dir(stack, db)}'")
+    assert db in [d.name for d in spark.catalog.listDatabases()]
+    ok(athena, f"CREATE DATABASE IF NOT EXISTS {db}")
+    assert f"Database {db} already exists" in failed(athena, f"CREATE DATABASE {db}")
+
+    table = f"{db}.orders"
+    location = lake_dir(stack, f"{db}/orders")
+    created = ok(
+        athena,
+        f"""CREATE EXTERNAL TABLE `{db}`.`orders` (
+              order_id bigint COMMENT 'the order',
+              amount decimal(12,2),
+              tags array<string>
+            )
+            COMMENT 'orders as they land'
+            PARTITIONED BY (dt date, region string)
+            ROW FORMAT DELIMITED FIELDS TERMINATED BY ',' COLLECTION ITEMS TERMINATED BY '|'
+              NULL DEFINED AS ''
+            STORED AS TEXTFILE
+            LOCATION '{location}'
+            TBLPROPERTIES ('skip.header.line.count'='1')""",
+    )
+    assert created["StatementType"] == "DDL"
+    assert created["rows"] == [] and created["columns"] == []
+
+    columns = {c.name: (c.dataType, c.isPartition) for c in spark.catalog.listColumns(table)}
+    assert columns == {
+        "order_id": ("bigint", False),
+        "amount": ("decimal(12,2)", False),
+        "tags": ("array<string>", False),
+        "dt": ("date", True),
+        "region": ("string", True),
+    }
+    described = {r[0]: r[1] for r in spark.sql(f"DESCRIBE FORMATTED {table}").collect()}
+    assert described["Serde Library"] == "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
+    assert described["Type"] == "EXTERNAL"
+    with metastore(stack) as client:
+        info = client.table(db, "orders")
+    assert info.serde_parameters["field.delim"] == ","
+    assert info.serde_parameters["collection.delim"] == "|"
+    assert info.serde_parameters["serialization.null.format"] == ""
+    assert info.parameters["skip.header.line.count"] == "1"
+    assert info.parameters["comment"] == "orders as they land"
+
+    elsewhere = lake_dir(stack, f"{db}/archive/eu-2020-01-01")
+    ok(
+        athena,
+        f"ALTER TABLE {table} ADD PARTITION (dt='2020-01-01', region='eu') "
+        f"LOCATION '{elsewhere}' PARTITION (region='us', dt='2020-01-01') "
+        "PARTITION (dt='2020-01-02', region='us')",
+    )
+    expected = [
+        "dt=2020-01-01/region=eu",
+        "dt=2020-01-01/region=us",
+        "dt=2020-01-02/region=us",
+    ]
+    shown = ok(athena, f"SHOW PARTITIONS {table}")
+    assert shown["StatementType"] == "UTILITY"
+    assert shown["columns"] == ["partition"] and [r[0] for r in shown["rows"]] == expected
+    assert spark_partitions(spark, table) == expected
+    with metastore(stack) as client:
+        where = {tuple(p.values): p.location for p in client.partitions(db, "orders")}
+    assert where[("2020-01-01", "eu")].rstrip("/").endswith("archive/eu-2020-01-01")
+    assert where[("2020-01-02", "us")].rstrip("/").endswith("orders/dt=2020-01-02/region=us")
+
+    # One partition of three exists: the statement fails and adds none of them.
+    reason = failed(
+        athena,
+        f"ALTER TABLE {table} ADD PARTITION (dt='2020-01-03', region='us') "
+        "PARTITION (dt='2020-01-01', region='eu')",
+    )
+    assert "Partition already exists: dt=2020-01-01/region=eu" in reason
+    assert spark_partitions(spark, table) == expected
+    ok(
+        athena,
+        f"ALTER TABLE {table} ADD IF NOT EXISTS PARTITION (dt='2020-01-03', region='us') "
+        "PARTITION (dt='2020-01-01', region='eu')",
+    )
+    assert "dt=2020-01-03/region=us" in spark_partitions(spark, table)
+    assert "not a date" in failed(
+        athena, f"ALTER TABLE {table} ADD PARTITION (dt='yesterday', region='us')"
+    )
+
+    ok(athena, f"ALTER TABLE {table} DROP PARTITION (dt='2020-01-01'), PARTITION (dt='2020-01-03')")
+    assert spark_partitions(spark, table) == ["dt=2020-01-02/region=us"]
+    assert "No partition matches" in failed(
+        athena, f"ALTER TABLE {table} DROP PARTITION (dt='2020-01-01')"
+    )
+    ok(athena, f"ALTER TABLE {table} DROP IF EXISTS PARTITION (dt='2020-01-01')")
+
+    assert "is not empty" in failed(athena, f"DROP DATABASE {db}")
+    assert spark.catalog.tableExists(table)
+    ok(athena, f"DROP TABLE {table}")
+    assert not spark.catalog.tableExists(table)
+    assert "does not exist" in failed(athena, f"DROP TABLE {table}")
+    ok(athena, f"DROP TABLE IF EXISTS {table}")
+    ok(athena, f"DROP DATABASE {db}")
+    assert db not in [d.name for d in spark.catalog.listDatabases()]
+    ok(athena, f"DROP DATABASE IF EXISTS {db}")
+
+
+def test_msck_repair_registers_the_partition_directories(
+    stack: Settings, spark: Any, jhu_dir: Path
+) -> None:
+    """The JHU time series put under measure=... directories, as files that just landed."""
+    athena = client_for(stack)
+    name = unique("jhu_raw")
+    prefix = f"tests/catalog/{name}"
+    storage = load_storage(stack)
+    bucket = stack.lake.data_bucket
+    for measure in ("confirmed", "deaths"):
+        data = (jhu_dir / f"time_series_covid19_{measure}_global.csv").read_bytes()
+        storage.put(bucket, f"{prefix}/measure={measure}/data.csv", data)
+    storage.put(bucket, f"{prefix}/notes/readme.txt", b"not a partition\n")
+    storage.put(bucket, f"{prefix}/_SUCCESS", b"")
+    table = f"default.{name}"
+    ok(
+        athena,
+        f"CREATE EXTERNAL TABLE {table} (province_state string, country_region string) "
+        "PARTITIONED BY (measure string) "
+        "ROW FORMAT SERDE 'org.apache.hadoop.hive.serde2.OpenCSVSerde' "
+        f"LOCATION '{lake_dir(stack, name)}' TBLPROPERTIES ('skip.header.line.count'='1')",
+    )
+    repaired = ok(athena, f"MSCK REPAIR TABLE {table}")
+    assert repaired["StatementType"] == "DDL"
+    lines = [r[0] for r in repaired["rows"]]
+    assert f"Repair: Added partition to metastore {name}:measure=confirmed" in lines
+    assert f"Repair: Added partition to metastore {name}:measure=deaths" in lines
+    assert any(line.startswith("Skipped notes") for line in lines)
+    expected = ["measure=confirmed", "measure=deaths"]
+    assert [r[0] for r in ok(athena, f"SHOW PARTITIONS {table}")["rows"]] == expected
+    assert spark_partitions(spark, table) == expected
+    counted = ok(
+        athena,
+        f"SELECT measure, count(*), count(DISTINCT country_region) FROM {table} "
+        "GROUP BY measure ORDER BY measure",
+    )
+    assert counted["rows"][1:] == [["confirmed", "289", "201"], ["deaths", "289", "201"]]
+
+    # A new directory lands: a second repair registers it and leaves the others as they were.
+    data = (jhu_dir / "time_series_covid19_recovered_global.csv").read_bytes()
+    storage.put(bucket, f"{prefix}/measure=recovered/data.csv", data)
+    again = ok(athena, f"MSCK REPAIR TABLE {table}")
+    assert f"Repair: Added partition to metastore {name}:measure=recovered" in [
+        r[0] for r in again["rows"]
+    ]
+    assert spark_partitions(spark, table) == [*expected, "measure=recovered"]
+    ok(athena, f"DROP TABLE {table}")
+    assert storage.exists(bucket, f"{prefix}/measure=deaths/data.csv")  # the data stays
+
+
+def test_alter_columns_properties_and_show_create_table(stack: Settings, spark: Any) -> None:
+    from pyathena import connect
+
+    cursor = connect(
+        s3_staging_dir="s3://staging/",
+        endpoint_url=f"http://{stack.server.host}:{stack.server.port}",
+        region_name="us-east-1",
+        aws_access_key_id=stack.api.access_key_id,
+        aws_secret_access_key=stack.api.secret_access_key,
+        poll_interval=0.05,
+        catalog_name=CATALOG,
+    ).cursor()
+    name = unique("events")
+    table = f"default.{name}"
+    cursor.execute(
+        f"CREATE EXTERNAL TABLE {table} (id bigint, payload string) "
+        "ROW FORMAT SERDE 'org.apache.hadoop.hive.serde2.OpenCSVSerde' "
+        "WITH SERDEPROPERTIES ('separatorChar'=';', 'quoteChar'='\"') "
+        f"LOCATION '{lake_dir(stack, name)}'"
+    )
+    cursor.execute(f"ALTER TABLE {table} ADD COLUMNS (source string COMMENT 'where from')")
+    assert [c.name for c in spark.catalog.listColumns(table)] == ["id", "payload", "source"]
+    cursor.execute(f"ALTER TABLE {table} SET TBLPROPERTIES ('classification'='csv')")
+    properties = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    assert properties["classification"] == "csv"
+
+    cursor.execute(f"SHOW CREATE TABLE {table}")
+    assert [d[0] for d in cursor.description or []] == ["createtab_stmt"]
+    statement = "\n".join(r[0] for r in cursor.fetchall())
+    assert "`source` string COMMENT 'where from'" in statement
+    assert "'org.apache.hadoop.hive.serde2.OpenCSVSerde'" in statement
+    assert "'separatorChar'=';'" in statement and "'quoteChar'='\"'" in statement
+    assert "'classification'='csv'" in statement
+
+    # What SHOW CREATE TABLE gives makes the same table again.
+    cursor.execute(f"DROP TABLE {table}")
+    cursor.execute(statement)
+    with metastore(stack) as client:
+        info = client.table("default", name)
+    assert [(c.name, c.type) for c in info.columns] == [
+        ("id", "bigint"),
+        ("payload", "string"),
+        ("source", "string"),
+    ]
+    assert info.serde_parameters["separatorChar"] == ";"
+
+    cursor.execute(f"ALTER TABLE {table} REPLACE COLUMNS (id bigint, body string)")
+    assert [c.name for c in spark.catalog.listColumns(table)] == ["id", "body"]
+    cursor.execute(f"DROP TABLE {table}")
+
+
+def test_refused_statements_change_nothing(stack: Settings) -> None:
+    from botocore.exceptions import ClientError
+
+    athena = client_for(stack)
+    name = unique("refused")
+    with metastore(stack) as client:
+        before = sorted(client.tables("default"))
+        databases = sorted(client.databases())
+
+    reason = failed(athena, f"CREATE EXTERNAL TABLE {name} (a int) LOCATION 'file:///etc/{name}'")
+    assert "is not in the lake" in reason
+    assert "not in the lake" in failed(
+        athena, f"CREATE DATABASE {name} LOCATION 's3://elsewhere/x'"
+    )
+
+    with pytest.raises(ClientError) as malformed:
+        athena.start_query_execution(
+            QueryString=f"CREATE EXTERNAL TABLE {name} (\n  a int,\n  b strng\n) LOCATION 'x'"
+        )
+    error = malformed.value.response["Error"]
+    assert error["Code"] == "InvalidRequestException"
+    assert "column b at line 3, column 5: 'strng' is not a Hive type" in error["Message"]
+    with pytest.raises(ClientError, match="line 1, column 19: expected the end of the statem"):
+        athena.start_query_execution(QueryString="CREATE DATABASE x LOCATIN 'y'")
+    reason = failed(athena, f"CREATE DATABASE {name} LOCATION '{stack.lake_root}/no-bucket/{name}'")
+    assert "the lake has no bucket no-bucket" in reason
+
+    with metastore(stack) as client:
+        assert sorted(client.tables("default")) == before
+        assert sorted(client.databases()) == databases
+    # Only the metastore's own directories could have appeared: none did.
+    assert not load_storage(stack).keys(stack.lake.data_bucket, f"tests/catalog/{name}")
+
+
+def test_the_data_engineer_reads_the_catalog_but_changes_it_only_when_granted(
+    stack: Settings,
+) -> None:
+    creds = json.loads(
+        lakeward("secrets", "get", "DataEngineerUserCreds", data_dir=stack.data_dir).stdout
+    )
+    de = client_for(stack, creds["access_key_id"], creds["secret_access_key"])
+    root = client_for(stack)
+    name = unique("granted")
+    create = (
+        f"CREATE EXTERNAL TABLE default.{name} (a int) PARTITIONED BY (p string) "
+        f"STORED AS PARQUET LOCATION '{lake_dir(stack, name)}'"
+    )
+    reason = failed(de, create)
+    assert "glue:CreateTable" in reason and "de_user" in reason
+    with metastore(stack) as client:
+        assert not client.table_exists("default", name)
+    audit = lakeward(
+        "audit", "--user", "de_user", "--decision", "implicitDeny", "--limit", "1000",
+        data_dir=stack.data_dir,
+    ).stdout  # fmt: skip
+    assert "glue:CreateTable" in audit
+
+    ok(root, create)
+    ok(root, f"ALTER TABLE default.{name} ADD PARTITION (p='x')")
+    assert [r[0] for r in ok(de, f"SHOW PARTITIONS default.{name}")["rows"]] == ["p=x"]
+    assert "CREATE EXTERNAL TABLE" in ok(de, f"SHOW CREATE TABLE default.{name}")["rows"][0][0]
+    assert "glue:BatchDeletePartition" in failed(
+        de, f"ALTER TABLE default.{name} DROP PARTITION (p='x')"
+    )
+    assert "glue:DeleteTable" in failed(de, f"DROP TABLE default.{name}")
+
+    policy = unique("GlueWrite")
+    document = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": ["glue:DeleteTable", "glue:BatchDeletePartition"],
+                "Resource": [
+                    glue_catalog_arn(CATALOG),
+                    glue_database_arn(CATALOG, "default"),
+                    glue_table_arn(CATALOG, "default", name),
+                ],
+            }
+        ],
+    }
+    iam = {"data_dir": stack.data_dir}
+    lakeward("iam", "create-policy", "--policy", policy, "--document", json.dumps(document), **iam)
+    lakeward("iam", "attach-user-policy", "--user", "de_user", "--policy", policy, **iam)
+    try:
+        ok(de, f"ALTER TABLE default.{name} DROP PARTITION (p='x')")
+        ok(de, f"DROP TABLE default.{name}")
+    finally:
+        lakeward("iam", "detach-user-policy", "--user", "de_user", "--policy", policy, **iam)
+    with metastore(stack) as client:
+        assert not client.table_exists("default", name)
