@@ -38,6 +38,8 @@ from lakeward.storage.paths import file_uri
 
 T = TypeVar("T")
 
+VIRTUAL_VIEW = "VIRTUAL_VIEW"  # a table's type when it is a view
+
 MAX_EVENTS = 1000  # changes read in one catch-up; more than that clears the whole cache
 
 # Thrift logs every failed connect at ERROR; a failover is not an error to show.
@@ -304,6 +306,15 @@ class MetastoreClient:
             lambda: _table_info(self._checked(f"{database}.{name}", "get_table", database, name)),
         )
 
+    def views(self, database: str) -> list[str]:
+        """The names of a database's views (tables of type VIRTUAL_VIEW)."""
+        return self.cached(
+            ("views", database),
+            lambda: list(
+                self._checked(database, "get_tables_by_type", database, "*", VIRTUAL_VIEW)
+            ),
+        )
+
     def table_exists(self, database: str, name: str) -> bool:
         try:
             self.table(database, name)
@@ -400,6 +411,36 @@ class MetastoreClient:
         if raw.sd.serdeInfo is not None:
             raw.sd.serdeInfo.parameters = dict(table.serde_parameters)
         self._mutate(db, name, "alter_table", db, name, raw, applied=_holds(table))
+
+    def put_view(self, view: TableInfo, *, replace: bool) -> None:
+        """Create a view, or with ``replace`` change the view of that name (one call each).
+
+        Fails, changing nothing, if a table (or, without ``replace``, a view) holds the name.
+        """
+        db, name = view.database, view.name
+        thrift_view = _thrift_table(view)
+
+        def holds(client: ThriftHiveMetastore.Client) -> bool:
+            try:
+                stored = client.get_table(db, name)
+            except hive.NoSuchObjectException:
+                return False
+            return bool(stored.viewOriginalText == view.view_original_text)
+
+        try:
+            existing = _table_info(self._failover.read("get_table", db, name))
+        except hive.NoSuchObjectException:
+            existing = None
+        except TException as exc:
+            raise MetastoreError(f"metastore call on {db}.{name} failed: {_message(exc)}") from None
+        if existing is None:
+            self._mutate(db, name, "create_table", thrift_view, applied=holds)
+        elif existing.table_type != VIRTUAL_VIEW:
+            raise MetastoreError(f"a table named {db}.{name} exists already")
+        elif not replace:
+            raise MetastoreError(f"view {db}.{name} exists already")
+        else:
+            self._mutate(db, name, "alter_table", db, name, thrift_view, applied=holds)
 
     def drop_table(self, database: str, name: str) -> None:
         """Drop a table's definition (external data stays in the lake)."""
@@ -522,16 +563,18 @@ def _message(exc: TException) -> str:
 
 def _thrift_table(table: TableInfo) -> Any:
     columns = [hive.FieldSchema(c.name, c.type, c.comment) for c in table.columns]
+    # A view has no files: no location and no formats, as Hive, Spark and Trino store one.
+    view = table.table_type == VIRTUAL_VIEW
     storage = hive.StorageDescriptor(
         cols=columns,
-        location=table.location,
-        inputFormat=table.input_format or PARQUET["input_format"],
-        outputFormat=table.output_format or PARQUET["output_format"],
+        location=None if view else table.location,
+        inputFormat=None if view else table.input_format or PARQUET["input_format"],
+        outputFormat=None if view else table.output_format or PARQUET["output_format"],
         compressed=False,
         numBuckets=-1,
         serdeInfo=hive.SerDeInfo(
-            serializationLib=table.serde or PARQUET["serde"],
-            parameters=table.serde_parameters or {"serialization.format": "1"},
+            serializationLib=None if view else table.serde or PARQUET["serde"],
+            parameters=table.serde_parameters or ({} if view else {"serialization.format": "1"}),
         ),
         bucketCols=[],
         sortCols=[],
@@ -574,7 +617,7 @@ def _table_info(raw: Any) -> TableInfo:
     return TableInfo(
         database=raw.dbName,
         name=raw.tableName,
-        location=raw.sd.location,
+        location=raw.sd.location or "",  # a view has none
         columns=columns(raw.sd.cols),
         partition_keys=columns(raw.partitionKeys),
         table_type=raw.tableType,

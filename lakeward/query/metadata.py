@@ -22,6 +22,7 @@ from lakeward.query.catalogs import Catalogs, matches
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import ColumnInfo, DataCatalog, NamedQuery, TableRef, WorkGroup
 from lakeward.query.sql import Statement
+from lakeward.query.statements import views
 from lakeward.query.store import Store
 from lakeward.query.workgroups import WorkGroups, check
 
@@ -154,9 +155,10 @@ class MetadataOperations:
             return _one_column("tab_name", sorted(n for n in names if _like(statement.like, n)))
         assert statement.table is not None
         info = self.get_table_metadata(*_parts(statement.table))
+        columns = views.columns_of(info)  # a view's are in its definition
         if statement.kind == "show_columns":
-            return _one_column("field", [c.name for c in [*info.columns, *info.partition_keys]])
-        lines = [f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.columns]
+            return _one_column("field", [c.name for c in [*columns, *info.partition_keys]])
+        lines = [f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in columns]
         if info.partition_keys:
             lines += ["", "# Partition Information", "# col_name\tdata_type\tcomment", ""]
             lines += [

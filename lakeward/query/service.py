@@ -58,7 +58,7 @@ from lakeward.query.model import (
 from lakeward.query.owners import check_reader, listed_owner, may_read
 from lakeward.query.presence import Presence
 from lakeward.query.sql import Statement, check_translatable, parse_statement, to_engine_sql
-from lakeward.query.statements import Context
+from lakeward.query.statements import Context, views
 from lakeward.query.store import Store
 from lakeward.query.workgroups import WorkGroups
 from lakeward.storage import Storage, load_storage
@@ -417,6 +417,7 @@ class QueryService(MetadataOperations):
         if statement.kind in ("select", "explain"):
             target = statement.explained if statement.kind == "explain" else statement
             assert target is not None
+            target = views.expand(self, target, run.principal)  # a view reads its query
             tables = [self._resolve(ref) for ref in target.tables]
             for table in tables:
                 for place in _places(table):  # a partition may lie outside the table's place
