@@ -395,6 +395,8 @@ def _check_names(query: Statement) -> None:
         select = select.left
     while isinstance(select, exp.Subquery):
         select = select.this
+    if isinstance(select, exp.Values):
+        raise InvalidRequest("Column name not specified at position 1: name VALUES' columns")
     if not isinstance(select, exp.Select):
         return
     for position, projection in enumerate(select.expressions, start=1):
@@ -413,8 +415,12 @@ def _result_columns(context: Context, statement: Statement) -> tuple[ViewColumn,
 
     service = context.service
     assert statement._ast is not None
-    inner = exp.Subquery(this=statement._ast.copy(), alias=exp.TableAlias(this="_view"))
-    probe = exp.select("*").from_(inner).limit(0)
+    # LIMIT on the query itself: a SELECT * around it would rename duplicate columns.
+    query = statement._ast.copy()
+    if isinstance(query, exp.Query):
+        probe: exp.Expr = query.limit(0)
+    else:  # VALUES
+        probe = exp.select("*").from_(exp.Subquery(this=query, alias="_view")).limit(0)
     tables = [service._resolve(t) for t in statement.tables]
     engine = service.engine(context.group.engine)
     columns = {t.ref: [*t.columns, *t.partition_keys] for t in tables}
