@@ -29,6 +29,7 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Collection
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -192,17 +193,29 @@ def hive_type(trino: str) -> str:
 
 def expand(service: QueryService, statement: Statement, principal: str) -> Statement:
     """``statement`` with each view it reads replaced by the view's query, views of views
-    too; the caller's rights on each view (``glue:GetTable``) and its catalogs checked."""
-    if statement._ast is None:
+    too; the caller's rights on each view (``glue:GetTable``) and its catalogs checked.
+
+    A query that reads no view is returned as it is; finding that out costs one look at
+    the metastore's changes per catalog (the tables' definitions come from the cache the
+    tables' resolution uses next).
+    """
+    if statement._ast is None or not statement.tables:
         return statement
-    tree = statement._ast.copy()
 
     def authorize(action: str, resource: str) -> None:
         service.access.authorize(action, resource, principal=principal)
 
-    catalogs = service.catalogs.names()
-    if not _expand(tree, _lookup(service), authorize, catalogs, ()):
-        return statement
+    with ExitStack() as lookups:
+        lookup = _lookup(service, lookups)
+        if not any(is_view(lookup(ref)) for ref in statement.tables):
+            return statement
+        tree = statement._ast.copy()
+        _expand(tree, lookup, authorize, service.catalogs.names(), ())
+    return _with_tree(statement, tree)
+
+
+def _with_tree(statement: Statement, tree: exp.Expr) -> Statement:
+    """``statement`` reading ``tree``, whose real tables are qualified (CTEs are not)."""
     tables = [t for t in tree.find_all(exp.Table) if t.args.get("catalog")]
     refs = tuple(dict.fromkeys(TableRef(t.catalog, t.db, t.name) for t in tables))
     return replace(statement, tables=refs, _ast=tree)
@@ -211,9 +224,16 @@ def expand(service: QueryService, statement: Statement, principal: str) -> State
 Lookup = Callable[[TableRef], TableInfo]
 
 
-def _lookup(service: QueryService) -> Lookup:
+def _lookup(service: QueryService, lookups: ExitStack) -> Lookup:
+    """Table definitions, each catalog's changes asked for once while ``lookups`` is open."""
+    open_catalogs: set[str] = set()
+
     def lookup(ref: TableRef) -> TableInfo:
-        return service.catalogs.connector(ref.catalog).table(ref.database, ref.table)
+        connector = service.catalogs.connector(ref.catalog)
+        if ref.catalog not in open_catalogs:
+            lookups.enter_context(connector.client.lookup())
+            open_catalogs.add(ref.catalog)
+        return connector.table(ref.database, ref.table)
 
     return lookup
 
@@ -339,35 +359,18 @@ class CreateView(Command):
             context.authorize(action, arn)
         context.authorize(action, glue_table_arn(*_parts(ref)))
         _check_names(self.query)
-        service = context.service
-        lookup = _lookup(service)
-
-        def authorize(action: str, resource: str) -> None:
-            context.authorize(action, resource)
-
         # The view must not read itself, through other views either (Trino's rule).
-        catalogs = service.catalogs.names()
-        for table in self.query.tables:
-            if table == ref:
-                raise InvalidRequest(f"view {ref.database}.{ref.table} cannot read itself")
-        probe = self.query._ast
-        assert probe is not None
-        probe = probe.copy()
-        _expand(probe, lookup, authorize, catalogs, (ref,))
-        expanded = replace(
-            self.query,
-            tables=tuple(
-                dict.fromkeys(
-                    TableRef(t.catalog, t.db, t.name)
-                    for t in probe.find_all(exp.Table)
-                    if t.args.get("catalog")
-                )
-            ),
-            _ast=probe,
-        )
-        columns = _result_columns(context, expanded)
-        view = View(ref, self.query.sql, ref.catalog, ref.database, columns, self.comment)
-        spark_text, spark_properties = spark_views.definition(view, self.query, lookup)
+        if ref in self.query.tables:
+            raise InvalidRequest(f"view {ref.database}.{ref.table} cannot read itself")
+        service = context.service
+        assert self.query._ast is not None
+        with ExitStack() as lookups:
+            lookup = _lookup(service, lookups)
+            tree = self.query._ast.copy()
+            _expand(tree, lookup, context.authorize, service.catalogs.names(), (ref,))
+            columns = _result_columns(context, _with_tree(self.query, tree))
+            view = View(ref, self.query.sql, ref.catalog, ref.database, columns, self.comment)
+            spark_text, spark_properties = spark_views.definition(view, self.query, lookup)
         parameters = {
             PRESTO_FLAG: "true",
             "comment": self.comment if self.comment is not None else PRESTO_COMMENT,
