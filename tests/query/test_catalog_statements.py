@@ -200,6 +200,7 @@ def test_msck_repair_registers_the_partition_directories(
         data = (jhu_dir / f"time_series_covid19_{measure}_global.csv").read_bytes()
         storage.put(bucket, f"{prefix}/measure={measure}/data.csv", data)
     storage.put(bucket, f"{prefix}/notes/readme.txt", b"not a partition\n")
+    storage.put(bucket, f"{prefix}/Measure=other/data.csv", b"named with another case\n")
     storage.put(bucket, f"{prefix}/_SUCCESS", b"")
     table = f"default.{name}"
     ok(
@@ -214,7 +215,8 @@ def test_msck_repair_registers_the_partition_directories(
     lines = [r[0] for r in repaired["rows"]]
     assert f"Repair: Added partition to metastore {name}:measure=confirmed" in lines
     assert f"Repair: Added partition to metastore {name}:measure=deaths" in lines
-    assert any(line.startswith("Skipped notes") for line in lines)
+    assert any(line.startswith("Skipped notes:") for line in lines)
+    assert any(line.startswith("Skipped Measure=other:") for line in lines)
     expected = ["measure=confirmed", "measure=deaths"]
     assert [r[0] for r in ok(athena, f"SHOW PARTITIONS {table}")["rows"]] == expected
     assert spark_partitions(spark, table) == expected
@@ -312,6 +314,10 @@ def test_refused_statements_change_nothing(stack: Settings) -> None:
     assert "column b at line 3, column 5: 'strng' is not a Hive type" in error["Message"]
     with pytest.raises(ClientError, match="line 1, column 19: expected the end of the statem"):
         athena.start_query_execution(QueryString="CREATE DATABASE x LOCATIN 'y'")
+    reason = failed(
+        athena, f"CREATE EXTERNAL TABLE {name} (a int) LOCATION '{lake_dir(stack, '*')}'"
+    )
+    assert "must name a folder" in reason
     reason = failed(athena, f"CREATE DATABASE {name} LOCATION '{stack.lake_root}/no-bucket/{name}'")
     assert "the lake has no bucket no-bucket" in reason
 

@@ -70,6 +70,12 @@ def refuse_view(table: TableInfo, statement: str) -> None:
 def lake_location(context: Context, location: str) -> str:
     """A LOCATION as the metastore keeps it; refused unless it is in one of the lake's buckets."""
     settings = context.service.settings
+    # Athena's rule: a LOCATION names a folder, never a pattern nor an empty folder name.
+    path = location.split("://", 1)[-1]
+    if any(c in location for c in "*?[]{}") or "//" in path:
+        raise InvalidRequest(
+            f"LOCATION '{location}' must name a folder: no wildcards and no empty folder ('//')"
+        )
     place = lake_place(settings, location)
     if place is None or not place[0]:
         raise InvalidRequest(

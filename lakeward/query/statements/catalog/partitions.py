@@ -248,7 +248,8 @@ def _values(directory: str, keys: list[str]) -> list[str] | None:
     values = []
     for part, key in zip(directory.split("/"), keys, strict=True):
         match = _SPEC_ITEM.fullmatch(part)
-        if match is None or unquote(match.group(1)).lower() != key:
+        # Compared as written: Athena does not add `userId=1` for the column userid.
+        if match is None or unquote(match.group(1)) != key:
             return None
         values.append(unquote(match.group(2)))
     return values
