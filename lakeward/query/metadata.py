@@ -75,11 +75,11 @@ class MetadataOperations:
             return []
         connector = self.catalogs.connector(catalog)
         names = [n for n in connector.tables(database) if matches(expression, n)]
-        return [connector.table(database, n) for n in sorted(names)]
+        return [views.described(connector.table(database, n)) for n in sorted(names)]
 
     def get_table_metadata(self, catalog: str, database: str, table: str) -> TableInfo:
         self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
-        return self.catalogs.connector(catalog).table(database, table)
+        return views.described(self.catalogs.connector(catalog).table(database, table))
 
     # -- workgroups and named queries ---------------------------------------
 
@@ -155,10 +155,9 @@ class MetadataOperations:
             return _one_column("tab_name", sorted(n for n in names if _like(statement.like, n)))
         assert statement.table is not None
         info = self.get_table_metadata(*_parts(statement.table))
-        columns = views.columns_of(info)  # a view's are in its definition
         if statement.kind == "show_columns":
-            return _one_column("field", [c.name for c in [*columns, *info.partition_keys]])
-        lines = [f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in columns]
+            return _one_column("field", [c.name for c in [*info.columns, *info.partition_keys]])
+        lines = [f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.columns]
         if info.partition_keys:
             lines += ["", "# Partition Information", "# col_name\tdata_type\tcomment", ""]
             lines += [

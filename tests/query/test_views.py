@@ -258,7 +258,8 @@ def test_a_view_athena_made_in_the_metastore_is_read(
     service: QueryService, metastore: MetastoreClient
 ) -> None:
     definition = {
-        "originalSql": "SELECT country, deaths FROM default.covid_deaths "
+        # Named in full with the creator's catalog, which lakeward reads as the view's own.
+        "originalSql": 'SELECT country, deaths FROM "awsdatacatalog"."default"."covid_deaths" '
         "WHERE date = DATE '2020-12-31' AND province_state IS NULL",
         "catalog": "awsdatacatalog",  # Athena's name for its catalog; here the view's own
         "schema": DB,
@@ -288,8 +289,25 @@ def test_a_view_athena_made_in_the_metastore_is_read(
         assert rows(service, "DESCRIBE athena_made") == [["country\tstring"], ["deaths\tbigint"]]
         assert rows(service, "SHOW COLUMNS FROM athena_made") == [["country"], ["deaths"]]
         assert ["athena_made"] in rows(service, "SHOW VIEWS")
+        listed = service.list_table_metadata(CATALOG, DB, "athena_made")
+        assert [(c.name, c.type) for c in listed[0].columns] == [
+            ("country", "string"),
+            ("deaths", "bigint"),
+        ]
+        assert listed[0].table_type == "VIRTUAL_VIEW"
     finally:
         metastore.drop_table(DB, "athena_made")
+
+
+def test_a_view_spark_made_is_refused_as_athena_refuses_it(
+    service: QueryService, spark: Any, metastore: MetastoreClient
+) -> None:
+    spark.sql(f"CREATE VIEW {DB}.spark_made AS SELECT 1 AS x")
+    try:
+        reason = fails(service, "SELECT * FROM spark_made")
+        assert "spark_made was not made by Athena, Trino or lakeward" in reason
+    finally:
+        metastore.drop_table(DB, "spark_made")
 
 
 def test_refused_statements_change_nothing(

@@ -71,6 +71,7 @@ class View:
     schema: str
     columns: tuple[ViewColumn, ...]
     comment: str | None = None
+    named_catalog: str = ""  # the catalog as its creator named it (Athena: awsdatacatalog)
 
     def encoded(self) -> str:
         """``viewOriginalText``: Trino's JSON of the view, base64 in a comment."""
@@ -113,11 +114,10 @@ def decode(ref: TableRef, info: TableInfo, catalogs: Collection[str]) -> View:
         raise InvalidRequest(
             f"view {ref.database}.{ref.table} cannot be read: its definition is damaged"
         ) from None
-    catalog = str(data.get("catalog") or ref.catalog).lower()
-    if catalog not in catalogs:
-        catalog = ref.catalog
+    named = str(data.get("catalog") or ref.catalog).lower()
+    catalog = named if named in catalogs else ref.catalog
     schema = str(data.get("schema") or ref.database).lower()
-    return View(ref, sql, catalog, schema, columns, data.get("comment"))
+    return View(ref, sql, catalog, schema, columns, data.get("comment"), named)
 
 
 def columns_of(info: TableInfo) -> list[Column]:
@@ -126,14 +126,20 @@ def columns_of(info: TableInfo) -> list[Column]:
     Trino stores a view with one ``dummy`` column in the metastore; its real columns
     are in the encoded definition.
     """
-    if not is_view(info):
+    if not is_view(info) or not (info.view_original_text or "").startswith(PRESTO_PREFIX):
         return info.columns
-    text = (info.view_original_text or "").strip()
-    if not text.startswith(PRESTO_PREFIX):
-        return info.columns
-    ref = TableRef("", info.database, info.name)
-    view = decode(ref, info, ())
+    view = decode(TableRef("", info.database, info.name), info, ())
     return [Column(c.name, hive_type(c.type)) for c in view.columns]
+
+
+def described(info: TableInfo) -> TableInfo:
+    """``info`` with a view's own columns, as DESCRIBE and GetTableMetadata show them."""
+    if not is_view(info):
+        return info
+    try:
+        return replace(info, columns=columns_of(info))
+    except InvalidRequest:  # a damaged definition: listed as stored, refused when read
+        return info
 
 
 # -- types ------------------------------------------------------------------------------------
@@ -264,16 +270,22 @@ def _expand(
             raise InvalidRequest(f"views are nested more than {MOST_NESTED} deep")
         authorize("glue:GetTable", glue_table_arn(*_parts(ref)))
         view = decode(ref, info, catalogs)
-        names = Names(view.catalog, view.schema, frozenset(catalogs))
+        # The SQL may name its creator's catalog in full: that name is the view's catalog.
+        alias = {view.named_catalog} - {view.catalog, *catalogs}
+        names = Names(view.catalog, view.schema, frozenset({*catalogs, *alias}))
         try:
             inner = parse_query(view.sql, names)
         except InvalidRequest as e:
             raise InvalidRequest(f"view {ref.database}.{ref.table} cannot be read: {e}") from None
-        assert inner._ast is not None
-        for used in sorted({r.catalog for r in inner.tables}):
+        query = inner._ast
+        assert query is not None
+        for named in query.find_all(exp.Table):
+            if named.args.get("catalog") and named.catalog in alias:
+                named.set("catalog", exp.to_identifier(view.catalog))
+        for used in sorted({r.catalog for r in _with_tree(inner, query).tables}):
             authorize("lakeward:UseCatalog", catalog_arn(used))
-        _expand(inner._ast, lookup, authorize, catalogs, (*within, ref))
-        table.replace(_as_subquery(inner._ast, view, table))
+        _expand(query, lookup, authorize, catalogs, (*within, ref))
+        table.replace(_as_subquery(query, view, table))
         _unqualify_columns(tree, ref)
     return found
 
