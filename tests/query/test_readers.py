@@ -287,3 +287,52 @@ def test_csv_partitions_on_s3(s3_endpoint: str) -> None:
         assert one.bytes_scanned == len(second)
     finally:
         engine.close()
+
+
+def test_hive_reads_a_numeric_delimiter_as_a_byte(engine: DuckDbEngine, tmp_path: Path) -> None:
+    # field.delim '9' is byte 9 (a tab) in Hive and Athena, not the character '9'.
+    put(tmp_path / "t/a.tsv", "19\t29\n")
+    t = table("t", tmp_path / "t", [("a", "string"), ("b", "string")],
+              text_format(**{"field.delim": "9"}))  # fmt: skip
+    assert rows(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"', t) == [("19", "29")]
+
+
+def test_text_in_another_encoding(engine: DuckDbEngine, tmp_path: Path) -> None:
+    put(tmp_path / "t/a.txt", "Curaçao,1\n".encode("latin-1"))
+    latin = text_format(**{"field.delim": ",", "serialization.encoding": "ISO-8859-1"})
+    t = table("t", tmp_path / "t", [("a", "string"), ("b", "int")], latin)
+    assert rows(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"', t) == [("Curaçao", 1)]
+
+
+def test_a_serde_property_not_honoured_is_refused(engine: DuckDbEngine, tmp_path: Path) -> None:
+    put(tmp_path / "t/a.txt", "01/02/2020\n")
+    t = table("t", tmp_path / "t", [("at", "timestamp")],
+              text_format(**{"timestamp.formats": "MM/dd/yyyy"}))  # fmt: skip
+    with pytest.raises(QueryFailed, match="timestamp.formats"):
+        run(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"', t)
+
+
+def test_files_are_listed_under_the_tables_shared_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextlib import contextmanager
+
+    from lakeward.config import load_settings
+    from lakeward.query.engines import duckdb as duckdb_engine
+
+    taken: list[tuple[str, bool]] = []
+
+    @contextmanager
+    def recording(settings: object, location: str, *, shared: bool) -> Iterator[None]:
+        taken.append((location, shared))
+        yield
+
+    monkeypatch.setattr(duckdb_engine, "table_lock", recording)
+    put(tmp_path / "t/a.txt", "1\n")
+    t = table("t", tmp_path / "t", [("id", "int")], text_format())
+    engine = DuckDbEngine(load_settings(data_dir=tmp_path / "state", env={}))
+    try:
+        assert rows(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"', t) == [(1,)]
+    finally:
+        engine.close()
+    assert taken == [(f"file:{tmp_path}/t", True)]

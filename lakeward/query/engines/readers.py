@@ -24,6 +24,7 @@ the file and the column, as Athena's HIVE_BAD_DATA does.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import re
@@ -85,6 +86,8 @@ class TextLayout:
     strict: bool = False  # a field that does not parse fails the query (else NULL)
     ignore_malformed: bool = False  # JSON: a line that is not an object reads as NULLs
     mapping: tuple[tuple[str, str], ...] = ()  # JSON: column -> key (OpenX mapping.*)
+    case_insensitive: bool = True  # JSON: keys match columns whatever their case
+    encoding: str = "utf-8"  # serialization.encoding
 
     @classmethod
     def of(cls, table: ResolvedTable) -> TextLayout:
@@ -96,6 +99,13 @@ class TextLayout:
             )
         serde = {k.lower(): v for k, v in table.format.serde_parameters.items()}
         props = {k.lower(): v for k, v in table.parameters.items()}
+        encoding = serde.get("serialization.encoding", "UTF-8")
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise QueryFailed(
+                f"table {table.ref}: serialization.encoding {encoding} is not a known encoding"
+            ) from None
         header = _count(props, "skip.header.line.count")
         footer = _count(props, "skip.footer.line.count")
         if kind == "csv":
@@ -108,6 +118,7 @@ class TextLayout:
                 header=header,
                 footer=footer,
                 strict=props.get("use.null.for.invalid.data", "").lower() != "true",
+                encoding=encoding,
             )
         if kind == "json":
             ignore = serde.get("ignore.malformed.json", "").lower() == "true"
@@ -123,7 +134,14 @@ class TextLayout:
                 strict=True,
                 ignore_malformed=ignore and table.format.serde == OPENX_JSON_SERDE,
                 mapping=mapping,
+                case_insensitive=serde.get("case.insensitive", "true").lower() != "false",
+                encoding=encoding,
             )
+        for unsupported in ("timestamp.formats", "serialization.last.column.takes.rest"):
+            if unsupported in serde:  # read otherwise than declared: a different answer
+                raise QueryFailed(
+                    f"table {table.ref}: SerDe property {unsupported} is not supported"
+                )
         delimiter = serde.get("field.delim", serde.get("serialization.format"))
         escape = serde.get("escape.delim")
         return cls(
@@ -134,6 +152,7 @@ class TextLayout:
             escape_crlf=serde.get("serialization.escape.crlf", "").lower() == "true",
             header=header,
             footer=footer,
+            encoding=encoding,
         )
 
 
@@ -151,17 +170,15 @@ def _count(props: dict[str, str], name: str) -> int:
 
 
 def _hive_byte(text: str | None, default: str, name: str) -> str:
-    """A delimiter as Hive reads its property: a number is a byte's value, else the first
-    character (so field.delim '9' is a tab, as in Hive and Athena)."""
+    """A delimiter as Hive reads its property (Java's Byte.parseByte, else the first
+    character): field.delim '9' is a tab, as in Hive and Athena; '200' is '2'."""
     if not text:
         return default
-    try:
-        value = int(text)
-    except ValueError:
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not -128 <= int(text) <= 127:
         return text[0]
-    if not -128 <= value <= 255:
-        raise QueryFailed(f"SerDe property {name} is {text!r}, which is not a byte")
-    return chr(value % 256)
+    if int(text) < 0:  # a byte above 127 is part of a character in UTF-8 text
+        raise QueryFailed(f"SerDe property {name} is {text}, a byte that UTF-8 text splits")
+    return chr(int(text))
 
 
 def _char(text: str | None, default: str, name: str) -> str:
@@ -231,7 +248,7 @@ def _varint(chunk: bytes) -> int:
 
 def _lines(filesystem: pafs.FileSystem, path: str, layout: TextLayout) -> Iterator[tuple[int, str]]:
     """(line number, text) of a file's records, headers and footers dropped."""
-    text = read_bytes(filesystem, path).decode("utf-8", errors="replace")
+    text = read_bytes(filesystem, path).decode(layout.encoding, errors="replace")
     lines = _LINE_BREAK.split(text)
     if lines and lines[-1] == "":
         lines.pop()  # the break that ends the last line starts no new one
@@ -384,7 +401,10 @@ def _json_fields(
             f"HIVE_CURSOR_ERROR: {path} line {number} is not a valid JSON object ({exc}); "
             "an OpenX JsonSerDe table with 'ignore.malformed.json'='true' reads it as NULLs"
         ) from None
-    keys = {str(k).lower(): v for k, v in record.items()}
+    if layout.case_insensitive:
+        keys = {str(k).lower(): v for k, v in record.items()}
+    else:  # OpenX's case.insensitive false: only a key spelt as the column (lower case)
+        keys = {str(k): v for k, v in record.items()}
     mapping = dict(layout.mapping)
     fields = []
     for name, hive_type in zip(names, types, strict=True):
