@@ -38,11 +38,15 @@ def athena(stack: Settings) -> Any:
     )
 
 
-def run(stack: Settings, sql: str) -> tuple[str, list[list[str | None]], dict[str, Any]]:
+def run(
+    stack: Settings, sql: str, database: str = "default"
+) -> tuple[str, list[list[str | None]], dict[str, Any]]:
     """(final state, data rows, the execution) of one query through boto3."""
     client = athena(stack)
     started = client.start_query_execution(
-        QueryString=sql, ResultConfiguration={"OutputLocation": "s3://staging/"}
+        QueryString=sql,
+        QueryExecutionContext={"Catalog": CATALOG, "Database": database},
+        ResultConfiguration={"OutputLocation": "s3://staging/"},
     )
     execution_id = started["QueryExecutionId"]
     while True:
@@ -62,8 +66,8 @@ def run(stack: Settings, sql: str) -> tuple[str, list[list[str | None]], dict[st
     return state, rows, execution
 
 
-def query(stack: Settings, sql: str) -> list[list[str | None]]:
-    state, rows, execution = run(stack, sql)
+def query(stack: Settings, sql: str, database: str = "default") -> list[list[str | None]]:
+    state, rows, execution = run(stack, sql, database)
     assert state == "SUCCEEDED", execution["Status"]
     return rows
 
@@ -238,3 +242,40 @@ def test_a_file_that_does_not_fit_the_schema_names_file_and_column(
     assert state == "FAILED"
     reason = execution["Status"]["StateChangeReason"]
     assert "column name" in reason and str(spark_tables / "orc") in reason
+
+
+def test_a_table_made_by_ddl_over_csv_files_and_partitions(
+    stack: Settings, spark_tables: Path
+) -> None:
+    """CREATE EXTERNAL TABLE and ALTER TABLE ADD PARTITION, then the files read as declared."""
+    import gzip
+
+    base = spark_tables.parent / "ddl"
+    (base / "t/year=2020").mkdir(parents=True, exist_ok=True)
+    (base / "archive/y2021").mkdir(parents=True, exist_ok=True)
+    (base / "t/year=2020/a.csv.gz").write_bytes(
+        gzip.compress(b'name,n\n"Korea, South",1\n"Italy",2\n')
+    )
+    (base / "archive/y2021/b.csv").write_text('name,n\n"US",3\n')
+    (base / "t/year=2022").mkdir(exist_ok=True)
+    (base / "t/year=2022/c.csv").write_text('name,n\n"stray",9\n')
+    query(stack, "DROP TABLE IF EXISTS ddl_csv", DB)
+    query(
+        stack,
+        "CREATE EXTERNAL TABLE ddl_csv (name string, n int) PARTITIONED BY (year int) "
+        "ROW FORMAT SERDE 'org.apache.hadoop.hive.serde2.OpenCSVSerde' "
+        "WITH SERDEPROPERTIES ('separatorChar' = ',', 'quoteChar' = '\"') "
+        f"LOCATION 'file://{base}/t/' TBLPROPERTIES ('skip.header.line.count' = '1')",
+        DB,
+    )
+    query(
+        stack,
+        f"ALTER TABLE ddl_csv ADD PARTITION (year = 2020) LOCATION 'file://{base}/t/year=2020/' "
+        f"PARTITION (year = 2021) LOCATION 'file://{base}/archive/y2021/'",
+        DB,
+    )
+    assert query(stack, "SELECT year, name, n FROM ddl_csv ORDER BY n", DB) == [
+        ["2020", "Korea, South", "1"],
+        ["2020", "Italy", "2"],
+        ["2021", "US", "3"],
+    ]

@@ -11,10 +11,15 @@ metastore declares them, and the statement (one SELECT, or EXPLAIN of one)
 runs over them. What a view needs to know of its files (their columns and
 types, from a DESCRIBE) is kept per list of files and sizes.
 
-Local tables (``file:`` locations) are read by DuckDB's own Parquet reader;
-tables on S3 (``s3://``, ``s3a://``) through a pyarrow dataset registered on
-the connection, because DuckDB's httpfs extension cannot be installed offline.
-Either way DuckDB prunes partitions and pushes filters and projections down.
+The table's storage descriptor chooses the reader (``readers.py``). Local Parquet
+tables (``file:`` locations) are read by DuckDB's own Parquet reader; Parquet on S3
+(``s3://``, ``s3a://``), ORC, and Parquet whose partitions lie outside the table's
+``key=value`` directories through a pyarrow dataset registered on the connection
+(DuckDB's httpfs extension cannot be installed offline); text and JSON files are
+parsed into an in-memory dataset. Either way DuckDB prunes partitions and pushes
+filters and projections down. A partitioned table's partitions are the metastore's
+(``ResolvedTable.partitions``), each at its own location; a table's files are listed
+under its shared lock (``statements/publish.py``).
 """
 
 from __future__ import annotations
