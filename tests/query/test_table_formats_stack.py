@@ -129,6 +129,15 @@ def spark_tables(stack: Settings, spark: Any) -> Path:
         spark.sql(f"DROP TABLE IF EXISTS {DB}.{name}")
         spark.sql(f"CREATE TABLE {DB}.{name} {columns} {clause}")
         spark.sql(f"INSERT INTO {DB}.{name} VALUES {rows}")
+    # Collections in Hive text: items and fields split by ^B.
+    spark.sql(f"DROP TABLE IF EXISTS {DB}.text_collections")
+    spark.sql(f"CREATE TABLE {DB}.text_collections (id INT, tags ARRAY<STRING>, "
+              "pair STRUCT<s: STRING, n: INT>) STORED AS TEXTFILE")  # fmt: skip
+    spark.sql(
+        f"INSERT INTO {DB}.text_collections VALUES (1, array('a', 'b'), named_struct('s', 'x', "
+        "'n', 2)), (2, CAST(array() AS ARRAY<STRING>), named_struct('s', CAST(NULL AS STRING), "
+        "'n', CAST(NULL AS INT))), (3, NULL, NULL)"
+    )
     # Compressed text: Hive's output compression, files named by their codec's extension.
     spark.sql(f"DROP TABLE IF EXISTS {DB}.text_gzip")
     spark.sql(f"CREATE TABLE {DB}.text_gzip {columns} STORED AS TEXTFILE")
@@ -278,4 +287,19 @@ def test_a_table_made_by_ddl_over_csv_files_and_partitions(
         ["2020", "Korea, South", "1"],
         ["2020", "Italy", "2"],
         ["2021", "US", "3"],
+    ]
+
+
+def test_collections_in_text_spark_wrote(stack: Settings, spark: Any, spark_tables: Path) -> None:
+    table = f"{DB}.text_collections"
+    expected = spark.sql(f"SELECT id, tags, pair FROM {table} ORDER BY id").collect()
+    assert [(r.id, r.tags, r.pair and r.pair.asDict()) for r in expected] == [
+        (1, ["a", "b"], {"s": "x", "n": 2}),
+        (2, [], {"s": None, "n": None}),
+        (3, None, None),
+    ]
+    assert query(stack, f"SELECT id, tags, pair FROM {CATALOG}.{table} ORDER BY id") == [
+        ["1", "[a, b]", "{s=x, n=2}"],
+        ["2", "[]", "{s=null, n=null}"],
+        ["3", None, None],
     ]

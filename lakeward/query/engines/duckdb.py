@@ -256,7 +256,7 @@ class DuckDbEngine(Engine):
                 return Source(table, files, dataset=_dataset(filesystem, files, table, kind))
             layout = TextLayout.of(table)
             for column in table.columns if layout.kind != "json" else []:
-                text_column_check(column)  # refused before anything is read
+                text_column_check(column, layout)  # refused before anything is read
 
             def load(check: Callable[[], None]) -> Any:
                 # A dataset, not the table: DuckDB pushes filters into a dataset's scan,

@@ -44,6 +44,7 @@ from lakeward.query.formats import OPENX_JSON_SERDE, TEXT_INPUT
 from lakeward.query.types import (
     HiveType,
     arrow_type_of_hive,
+    duckdb_type_of_hive,
     parse_hive_type,
     quote_identifier,
 )
@@ -66,6 +67,7 @@ _LINE_BREAK = re.compile(r"\r\n|\n|\r")
 _INTEGER = "'^[+-]?[0-9]+$'"
 _INTEGER_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "integer": 32, "bigint": 64}
 _STRINGS = ("string", "varchar", "char")
+_COMPLEX = ("array", "map", "struct", "uniontype", "binary")
 
 
 # -- a text table's layout -------------------------------------------------------------------
@@ -87,6 +89,7 @@ class TextLayout:
     ignore_malformed: bool = False  # JSON: a line that is not an object reads as NULLs
     mapping: tuple[tuple[str, str], ...] = ()  # JSON: column -> key (OpenX mapping.*)
     case_insensitive: bool = True  # JSON: keys match columns whatever their case
+    collection: str = "\x02"  # LazySimpleSerDe: between an array's items, a struct's fields
     encoding: str = "utf-8"  # serialization.encoding
 
     @classmethod
@@ -150,6 +153,12 @@ class TextLayout:
             escape=_hive_byte(escape, "", "escape.delim") or None,
             null=serde.get("serialization.null.format", "\\N"),
             escape_crlf=serde.get("serialization.escape.crlf", "").lower() == "true",
+            # Hive reads its own misspelling of the property too.
+            collection=_hive_byte(
+                serde.get("collection.delim", serde.get("colelction.delim")),
+                "\x02",
+                "collection.delim",
+            ),
             header=header,
             footer=footer,
             encoding=encoding,
@@ -274,7 +283,7 @@ def read_text(
         arrow_types = [_arrow_type(t) for t in types]
     else:
         for column in columns:
-            text_column_check(column)
+            text_column_check(column, layout)
         arrow_types = [pa.string()] * len(columns)
     data: list[list[Any]] = [[] for _ in columns]
     partition_values: list[list[str | None]] = [[] for _ in keys]
@@ -536,16 +545,26 @@ def _type_text(hive: HiveType) -> str:
 # -- typing text fields in the view ----------------------------------------------------------
 
 
-def text_column_check(column: Column) -> HiveType:
-    """A text table's column type, refused when it cannot be read from delimited text."""
+def text_column_check(column: Column, layout: TextLayout) -> HiveType:
+    """A text table's column type, refused when it cannot be read as Athena reads it."""
     try:
         hive = parse_hive_type(column.type)
     except ValueError:
         raise QueryFailed(f"column {column.name} has type {column.type}, not a Hive type") from None
-    if hive.name in ("array", "map", "struct", "uniontype", "binary"):
+    refused = None
+    if hive.name in ("map", "uniontype", "binary"):
+        refused = f"{hive.name} columns are not read from text files here"
+    elif hive.name in ("array", "struct"):
+        if layout.kind != "text":
+            refused = "OpenCSVSerde reads primitive columns only"
+        elif layout.escape is not None:
+            refused = "collections are not read from text with escape.delim"
+        elif any(arg.name in _COMPLEX for arg in hive.args):
+            refused = "collections nested in collections are not read from text files here"
+    if refused:
         raise QueryFailed(
-            f"column {column.name} is {column.type}: TEXTFILE and CSV tables are read here "
-            "with primitive column types only (declare it string and parse it in the query)"
+            f"column {column.name} is {column.type}: {refused} (declare it string and parse it "
+            "in the query)"
         )
     return hive
 
@@ -554,33 +573,27 @@ def text_view_column(column: Column, layout: TextLayout) -> str:
     """The SQL of a text column in its table's view: the field parsed as its declared type.
 
     Hive's LazySimpleSerDe makes a field that does not parse NULL; OpenCSVSerde fails,
-    naming the file, the line and the column.
+    naming the file, the line and the column. An array's items and a struct's fields are
+    split by collection.delim (one level, as LazySimpleSerDe splits them).
     """
-    hive = text_column_check(column)
+    hive = text_column_check(column, layout)
     name = quote_identifier(column.name)
     raw = name
-    if hive.name in _STRINGS:
-        if hive.name == "varchar" and hive.params:  # Hive cuts a varchar(n) to n characters
-            return f"left({raw}, {hive.params[0]}) AS {name}"
-        return f"{raw} AS {name}"
-    if hive.name in _INTEGER_BITS:
-        target = {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}[
-            _INTEGER_BITS[hive.name]
-        ]
-        parsed = f"CASE WHEN regexp_matches({raw}, {_INTEGER}) THEN TRY_CAST({raw} AS {target}) END"
-    elif hive.name in ("double", "float"):
-        parsed = f"TRY_CAST({raw} AS {'DOUBLE' if hive.name == 'double' else 'FLOAT'})"
-    elif hive.name == "decimal":
-        precision, scale = (list(hive.params) + [10, 0][len(hive.params) :])[:2]
-        parsed = f"TRY_CAST({raw} AS DECIMAL({precision},{scale}))"
-    elif hive.name == "boolean":
-        parsed = f"CASE lower({raw}) WHEN 'true' THEN true WHEN 'false' THEN false END"
-    elif hive.name == "date":
-        parsed = f"TRY_CAST({raw} AS DATE)"
-    elif hive.name in ("timestamp", "timestamp_ntz"):
-        parsed = f"TRY_CAST({raw} AS TIMESTAMP)"
-    else:
-        raise QueryFailed(f"column {column.name} has type {column.type}, which text tables lack")
+    if hive.name == "array":
+        item = _item(hive.args[0], "item", layout)
+        empty = f"CAST([] AS {duckdb_type_of_hive(hive)})"
+        return (
+            f"CASE WHEN {raw} = '' THEN {empty} ELSE list_transform(string_split({raw}, "
+            f"{_sql_text(layout.collection)}), lambda item: {item}) END AS {name}"
+        )
+    if hive.name == "struct":
+        parts = f"string_split({raw}, {_sql_text(layout.collection)})"
+        fields = ", ".join(
+            f"{quote_identifier(f)} := {_item(a, f'{parts}[{i}]', layout)}"
+            for i, (f, a) in enumerate(zip(hive.fields, hive.args, strict=True), start=1)
+        )
+        return f"CASE WHEN {raw} IS NOT NULL THEN struct_pack({fields}) END AS {name}"
+    parsed = _parsed(hive, raw, column)
     if not layout.strict:
         return f"{parsed} AS {name}"
     message = (
@@ -591,6 +604,46 @@ def text_view_column(column: Column, layout: TextLayout) -> str:
     return (
         f"CASE WHEN {raw} IS NULL THEN NULL ELSE coalesce({parsed}, error({message})) END AS {name}"
     )
+
+
+def _item(hive: HiveType, value: str, layout: TextLayout) -> str:
+    """An array item or struct field: NULL when it is the null format, else parsed."""
+    parsed = _parsed(hive, value, None)
+    if layout.null is None:
+        return parsed
+    return f"CASE WHEN {value} = {_sql_text(layout.null)} THEN NULL ELSE {parsed} END"
+
+
+def _parsed(hive: HiveType, raw: str, column: Column | None) -> str:
+    """SQL parsing the text ``raw`` as a primitive Hive type: NULL where it does not parse."""
+    if hive.name in _STRINGS:
+        if hive.name == "varchar" and hive.params:  # Hive cuts a varchar(n) to n characters
+            return f"left({raw}, {hive.params[0]})"
+        return raw
+    if hive.name in _INTEGER_BITS:
+        target = {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}[
+            _INTEGER_BITS[hive.name]
+        ]
+        return f"CASE WHEN regexp_matches({raw}, {_INTEGER}) THEN TRY_CAST({raw} AS {target}) END"
+    if hive.name in ("double", "float"):
+        return f"TRY_CAST({raw} AS {'DOUBLE' if hive.name == 'double' else 'FLOAT'})"
+    if hive.name == "decimal":
+        precision, scale = (list(hive.params) + [10, 0][len(hive.params) :])[:2]
+        return f"TRY_CAST({raw} AS DECIMAL({precision},{scale}))"
+    if hive.name == "boolean":
+        return f"CASE lower({raw}) WHEN 'true' THEN true WHEN 'false' THEN false END"
+    if hive.name == "date":
+        return f"TRY_CAST({raw} AS DATE)"
+    if hive.name in ("timestamp", "timestamp_ntz"):
+        return f"TRY_CAST({raw} AS TIMESTAMP)"
+    what = f"column {column.name}" if column else "an item"
+    raise QueryFailed(f"{what} has type {_type_text(hive)}, which text tables cannot hold")
+
+
+def _sql_text(text: str) -> str:
+    """A SQL string literal of any text (control characters as chr())."""
+    pieces = [f"chr({ord(c)})" if ord(c) < 32 else "'" + c.replace("'", "''") + "'" for c in text]
+    return " || ".join(pieces) if pieces else "''"
 
 
 def _literal_text(text: str) -> str:
