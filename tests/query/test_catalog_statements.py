@@ -49,9 +49,14 @@ def run(athena: Any, sql: str) -> dict[str, Any]:
             break
         time.sleep(0.05)
     if execution["Status"]["State"] == "SUCCEEDED":
-        result = athena.get_query_results(QueryExecutionId=execution_id)["ResultSet"]
-        execution["rows"] = [[d.get("VarCharValue") for d in r["Data"]] for r in result["Rows"]]
-        execution["columns"] = [c["Name"] for c in result["ResultSetMetadata"]["ColumnInfo"]]
+        execution["rows"] = []
+        pages = athena.get_paginator("get_query_results").paginate(QueryExecutionId=execution_id)
+        for page in pages:
+            result = page["ResultSet"]
+            execution["rows"] += [
+                [d.get("VarCharValue") for d in r["Data"]] for r in result["Rows"]
+            ]
+            execution["columns"] = [c["Name"] for c in result["ResultSetMetadata"]["ColumnInfo"]]
     return execution
 
 
@@ -385,3 +390,37 @@ def test_the_data_engineer_reads_the_catalog_but_changes_it_only_when_granted(
         lakeward("iam", "detach-user-policy", "--user", "de_user", "--policy", policy, **iam)
     with metastore(stack) as client:
         assert not client.table_exists("default", name)
+
+
+def test_show_create_table_of_the_pipelines_tables_reads_back(stack: Settings) -> None:
+    """Tables Spark and the ETL registered: SHOW CREATE TABLE gives DDL that makes them again."""
+    from lakeward.query.formats import TableFormat
+    from lakeward.query.sql import parse_statement
+    from lakeward.query.statements.catalog.tables import CreateTable
+
+    athena = client_for(stack)
+    with metastore(stack) as client:
+        names = [n for n in client.tables("default") if n.startswith("covid_")]
+        tables = {n: client.table("default", n) for n in names}
+    assert {"covid_confirmed_cases", "covid_raw_confirmed"} <= set(tables)
+    for name, info in tables.items():
+        if info.table_type == "VIRTUAL_VIEW":
+            continue
+        shown = ok(athena, f"SHOW CREATE TABLE default.{name}")
+        assert shown["StatementType"] == "UTILITY" and shown["columns"] == ["createtab_stmt"]
+        statement = "\n".join(r[0] for r in shown["rows"])
+        command = parse_statement(
+            statement, default_catalog=CATALOG, default_database="default", catalogs=[CATALOG]
+        ).command
+        assert isinstance(command, CreateTable), name
+        assert command.columns == info.columns and command.partition_keys == info.partition_keys
+        made, stored = command.format, TableFormat.of(info)
+        assert (made.input_format, made.output_format, made.serde) == (
+            stored.input_format,
+            stored.output_format,
+            stored.serde,
+        )
+        # Hive's DDL adds serialization.format=1 when a statement does not set it.
+        parameters = {"serialization.format": "1", **stored.serde_parameters}
+        assert made.serde_parameters == parameters, name
+        assert command.location == info.location

@@ -159,6 +159,7 @@ def test_hive_string_escapes() -> None:
         ("CREATE EXTERNAL TABLE t (a decimal(50,2))", "precision must be 1 to 38"),
         ("CREATE EXTERNAL TABLE t (a map<int>)", "map in 'map<int>' takes 2 type(s)"),
         ("CREATE EXTERNAL TABLE t (a varchar)", "'varchar' takes 1 to 1 parameters"),
+        ("CREATE EXTERNAL TABLE t (a uniontype<int,string>)", "uniontype is not supported"),
         ("CREATE EXTERNAL TABLE t (`a-b` int)", "a column name has only lower-case letters"),
         ("CREATE EXTERNAL TABLE t AS SELECT 1", "expected a list of columns"),
         ("CREATE EXTERNAL TABLE t (a int) PARTITIONED BY (a int)", "also a column of the table"),

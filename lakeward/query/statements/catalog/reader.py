@@ -104,6 +104,8 @@ def _render(hive: HiveType, text: str) -> str:
                 raise InvalidRequest(f"{hive.name} length in '{text}' must be 1 to {limit}")
         params = f"({','.join(map(str, hive.params))})" if hive.params else ""
         return ("int" if hive.name == "integer" else hive.name) + params
+    if hive.name in ("uniontype", "interval_day_time", "interval_year_month", "void"):
+        raise InvalidRequest(f"{_what(hive, text)}: Hive's {hive.name} is not supported")
     if hive.name not in _NESTED:
         raise InvalidRequest(f"{_what(hive, text)} is not a Hive type")
     if hive.params:
