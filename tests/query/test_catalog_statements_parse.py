@@ -175,6 +175,11 @@ def test_hive_string_escapes() -> None:
         ("CREATE EXTERNAL TABLE t (a int) LOCATION s3", "expected a quoted location, found 's3'"),
         ("CREATE EXTERNAL TABLE `a.b` (a int)", "'a.b' is not a table name"),
         ("CREATE DATABASE IF EXISTS x", "expected NOT, found 'EXISTS'"),
+        ("CREATE TABLE t (a int) LOCATION 'x'", "Only external table creation is supported"),
+        (
+            "CREATE TABLE t (a int) LOCATION 'x' TBLPROPERTIES ('table_type'='ICEBERG')",
+            "Iceberg tables are not supported",
+        ),
         ("DROP DATABASE x y", "expected the end of the statement, found 'y'"),
         ("ALTER TABLE t RENAME TO u", "expected ADD, DROP, SET TBLPROPERTIES or REPLACE COLUMNS"),
         ("ALTER TABLE t ADD PARTITION (dt=)", "expected a value"),

@@ -180,6 +180,30 @@ def parse_create_external_table(sql: str, cursor: Cursor, names: Names) -> Comma
     return command
 
 
+@claims("CREATE", "TABLE")
+def parse_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
+    """CREATE TABLE without EXTERNAL: Athena makes only external tables in a Hive catalog.
+
+    CREATE TABLE ... AS SELECT is a write (lakeward.query.statements.writes claims the
+    same words when it implements it, and its claim is registered after this one).
+    """
+    reader = Reader(sql, cursor)
+    reader.expect_words("CREATE", "TABLE")
+    reader.if_not_exists()
+    table_ref(reader, names)
+    if reader.peek() in ("AS", "WITH"):
+        raise InvalidRequest(
+            "CREATE TABLE AS SELECT is not supported here (CREATE statements are not allowed "
+            "but CREATE EXTERNAL TABLE, CREATE DATABASE and CREATE VIEW)"
+        )
+    if "ICEBERG" in sql.upper():
+        raise InvalidRequest("Iceberg tables are not supported: only Hive tables are")
+    raise InvalidRequest(
+        "Only external table creation is supported: use CREATE EXTERNAL TABLE ... LOCATION, "
+        "or CREATE TABLE ... AS SELECT"
+    )
+
+
 def _delimited(reader: Reader) -> dict[str, str]:
     found: dict[str, str] = {}
     for words, parameter in _DELIMITED:
