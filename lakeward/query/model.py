@@ -54,6 +54,7 @@ class QueryStatistics:
     planning_ms: int = 0
     service_processing_ms: int = 0
     result_reused: bool = False
+    update_count: int | None = None  # rows a CTAS or INSERT INTO wrote (GetQueryResults)
 
 
 @dataclass

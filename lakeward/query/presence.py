@@ -11,8 +11,9 @@ queries:
   seconds, so a stop takes effect within about that much;
 * now and then fails the executions of processes that are gone: one of this
   host whose pid no longer exists at once, any other after ``SILENT_AFTER``
-  seconds without a heartbeat. The server's supervisor does the same the
-  moment it sees a worker die (``end``), with the cause in the reason.
+  seconds without a heartbeat; and rolls back the writes they left unfinished.
+  The server's supervisor fails the executions the moment it sees a worker die
+  (``end``), with the cause in the reason.
 """
 
 from __future__ import annotations
@@ -81,8 +82,12 @@ class Presence:
         on_stop: Callable[[str], object],
         busy: Callable[[], bool],
         process: str | None = None,
+        on_reap: Callable[[], object] | None = None,
     ) -> None:
+        """``on_reap`` runs after each look for processes that are gone (their writes
+        are rolled back there: statements/publish.py)."""
         self.store = store
+        self._on_reap = on_reap
         self.id = process or new_process_id()
         self._on_stop = on_stop
         self._busy = busy
@@ -119,6 +124,8 @@ class Presence:
         failed = self.store.fail_orphans(orphan_reason)
         if failed:
             log.warning("failed %d queries whose server process is gone", len(failed))
+        if self._on_reap is not None:
+            self._on_reap()
         return failed
 
     def _loop(self) -> None:

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import pyarrow.fs as pafs
@@ -59,6 +59,7 @@ from lakeward.query.owners import check_reader, listed_owner, may_read
 from lakeward.query.presence import Presence
 from lakeward.query.sql import Statement, check_translatable, parse_statement, to_engine_sql
 from lakeward.query.statements import Context, views
+from lakeward.query.statements.publish import roll_back_orphans
 from lakeward.query.store import Store
 from lakeward.query.workgroups import WorkGroups
 from lakeward.storage import Storage, load_storage
@@ -80,6 +81,17 @@ def _now() -> datetime:
 
 def _ms(seconds: float) -> int:
     return int(seconds * 1000)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A SELECT ready to run: the engine, its SQL, the tables it reads and the bytes in them."""
+
+    engine: Engine
+    sql: str
+    tables: list[ResolvedTable]
+    limits: Limits
+    scanned: int
 
 
 class _Run:
@@ -132,7 +144,9 @@ class QueryService(MetadataOperations):
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
         self._spill = settings.data_dir / "query" / "spill"
         self._spill.mkdir(parents=True, exist_ok=True)
-        self.presence = Presence(self.store, self._stop_here, lambda: bool(self._runs), process)
+        self.presence = Presence(
+            self.store, self._stop_here, lambda: bool(self._runs), process, self._roll_back_writes
+        )
         self._bootstrap(owner)
 
     def _bootstrap(self, owner: bool) -> None:
@@ -152,6 +166,12 @@ class QueryService(MetadataOperations):
                 )
             )
         self.presence.start()  # also fails what processes that are gone left unfinished
+
+    def _roll_back_writes(self) -> None:
+        """Undo the writes (files, a CTAS's table) of processes that are gone."""
+        roll_back_orphans(
+            self.settings, self.storage, self.store, lambda c: self.catalogs.connector(c).client
+        )
 
     def close(self) -> None:
         for execution_id in list(self._runs):
@@ -349,6 +369,8 @@ class QueryService(MetadataOperations):
             bucket, prefix = self._bucket_and_prefix(execution.output_location)
             results.write_results(self.storage, bucket, prefix, execution.id, result)
             execution.statistics.data_scanned_bytes = result.bytes_scanned or scanned
+            if result.update_count is not None:
+                execution.statistics.update_count = result.update_count
         except LakewardError as exc:
             if run.cancelled.is_set():
                 self._finish(execution, QueryState.CANCELLED, "stopped by the user")
@@ -412,45 +434,54 @@ class QueryService(MetadataOperations):
                 run.engine.interrupt(execution_id)
 
     def _result(self, execution: QueryExecution, run: _Run) -> tuple[EngineResult, int]:
-        planning = time.monotonic()
         statement = run.statement
         if statement.kind in ("select", "explain"):
             target = statement.explained if statement.kind == "explain" else statement
             assert target is not None
-            target = views.expand(self, target, run.principal)  # a view reads its query
-            tables = [self._resolve(ref) for ref in target.tables]
-            for table in tables:
-                for place in _places(table):  # a partition may lie outside the table's place
-                    data_arn = self._lake_arn(place.rstrip("/") + "/*")
-                    if data_arn:
-                        self.access.authorize("s3:GetObject", data_arn, principal=run.principal)
-            scanned = sum(
-                _size_of(self.settings, place, missing_ok=t.partitions is not None)
-                for t in tables
-                for place in _places(t)
-            )
-            cutoff = run.group.bytes_scanned_cutoff
-            if cutoff is not None and scanned > cutoff:
-                raise InvalidRequest(
-                    f"the query would scan {scanned:,} bytes, more than the workgroup's cutoff "
-                    f"of {cutoff:,} bytes (BytesScannedCutoffPerQuery)"
-                )
-            engine = run.engine = self.engine(run.group.engine)
-            if run.timed_out.is_set() or run.cancelled.is_set():
-                # Asked before the engine was known (resolving, loading it): the interrupt
-                # had nothing to reach, so the query must not start now.
-                raise QueryFailed("stopped before the engine started")
-            columns = {t.ref: [*t.columns, *t.partition_keys] for t in tables}
-            sql = to_engine_sql(target, engine.dialect, engine.table_name, columns)
-            if statement.kind == "explain":
-                sql = f"EXPLAIN {sql}"
-            limits = Limits(memory_limit="1GB", spill_directory=str(self._spill))
-            execution.statistics.planning_ms = _ms(time.monotonic() - planning)
-            return engine.execute(execution.id, sql, tables, limits), scanned
+            plan = self.plan(execution, target)
+            sql = f"EXPLAIN {plan.sql}" if statement.kind == "explain" else plan.sql
+            return plan.engine.execute(execution.id, sql, plan.tables, plan.limits), plan.scanned
         if statement.command is not None:
             context = Context(self, execution, run.principal, run.group, run.cancelled.is_set)
             return statement.command.run(context), 0
         return self.metadata_result(statement), 0
+
+    def plan(self, execution: QueryExecution, select: Statement) -> Plan:
+        """Ready a SELECT to run on the execution's engine: its tables resolved, their data's
+        reading authorized, the workgroup's cutoff checked, the SQL translated.
+
+        For a query, and for the SELECT of a write (CTAS, INSERT INTO, UNLOAD).
+        """
+        run = self._runs[execution.id]
+        planning = time.monotonic()
+        select = views.expand(self, select, run.principal)  # a view reads its query
+        tables = [self._resolve(ref) for ref in select.tables]
+        for table in tables:
+            for place in _places(table):  # a partition may lie outside the table's place
+                data_arn = self._lake_arn(place.rstrip("/") + "/*")
+                if data_arn:
+                    self.access.authorize("s3:GetObject", data_arn, principal=run.principal)
+        scanned = sum(
+            _size_of(self.settings, place, missing_ok=t.partitions is not None)
+            for t in tables
+            for place in _places(t)
+        )
+        cutoff = run.group.bytes_scanned_cutoff
+        if cutoff is not None and scanned > cutoff:
+            raise InvalidRequest(
+                f"the query would scan {scanned:,} bytes, more than the workgroup's cutoff "
+                f"of {cutoff:,} bytes (BytesScannedCutoffPerQuery)"
+            )
+        engine = run.engine = self.engine(run.group.engine)
+        if run.timed_out.is_set() or run.cancelled.is_set():
+            # Asked before the engine was known (resolving, loading it): the interrupt
+            # had nothing to reach, so the query must not start now.
+            raise QueryFailed("stopped before the engine started")
+        columns = {t.ref: [*t.columns, *t.partition_keys] for t in tables}
+        sql = to_engine_sql(select, engine.dialect, engine.table_name, columns)
+        limits = Limits(memory_limit="1GB", spill_directory=str(self._spill))
+        execution.statistics.planning_ms = _ms(time.monotonic() - planning)
+        return Plan(engine, sql, tables, limits, scanned)
 
     def _resolve(self, ref: TableRef) -> ResolvedTable:
         connector = self.catalogs.connector(ref.catalog)
@@ -519,7 +550,7 @@ class QueryService(MetadataOperations):
             raise InvalidRequest("MaxResults must be between 1 and 1000")
         bucket, prefix = self._bucket_and_prefix(execution.output_location)
         result_id = execution.output_location.rsplit("/", 1)[1].removesuffix(".csv")
-        return results.read_page(
+        page = results.read_page(
             self.storage,
             bucket,
             prefix,
@@ -528,6 +559,8 @@ class QueryService(MetadataOperations):
             max_results,
             include_header=execution.statement_type == StatementType.DML,
         )
+        written = execution.statistics.update_count
+        return page if written is None else replace(page, update_count=written)
 
     def stop_query_execution(self, execution_id: str) -> None:
         self._check_execution(self._execution(execution_id), "StopQueryExecution")

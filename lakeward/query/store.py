@@ -113,6 +113,19 @@ processes = Table(
     Column("heartbeat", DateTime(timezone=True), nullable=False),
 )
 
+writes = Table(
+    "query_writes",
+    metadata,
+    # Added in v4: the writes in flight (CTAS, INSERT INTO, UNLOAD), so that the files and
+    # the table a write left behind when its process died are removed (statements/publish.py).
+    Column("execution_id", String(36), primary_key=True),
+    Column("owner", String(128), nullable=False, index=True),
+    Column("staging", Text, nullable=False),  # the local directory its files are staged in
+    Column("location", Text, nullable=False),  # the table's (or UNLOAD's) place in the lake
+    Column("objects", Text, nullable=False, default="[]"),  # [[bucket, key]] it publishes
+    Column("created_table", String(512)),  # catalog.database.table a CTAS registers
+)
+
 _UNFINISHED = (QueryState.QUEUED.value, QueryState.RUNNING.value)
 
 named_queries = Table(
@@ -332,6 +345,53 @@ class Store:
         with self.engine.connect() as conn:
             return [r[0] for r in conn.execute(query)]
 
+    # -- writes in flight ---------------------------------------------------
+
+    def begin_write(self, execution_id: str, owner: str, staging: str, location: str) -> None:
+        with self._writer.begin() as conn:
+            conn.execute(
+                insert(writes).values(
+                    execution_id=execution_id, owner=owner, staging=staging, location=location
+                )
+            )
+
+    def note_write(
+        self,
+        execution_id: str,
+        *,
+        objects: list[tuple[str, str]] | None = None,
+        created_table: str | None = None,
+    ) -> None:
+        """Record what a write is about to change, before it changes it."""
+        values: dict[str, Any] = {}
+        if objects is not None:
+            values["objects"] = json.dumps(objects)
+        if created_table is not None:
+            values["created_table"] = created_table
+        with self._writer.begin() as conn:
+            conn.execute(update(writes).where(writes.c.execution_id == execution_id).values(values))
+
+    def end_write(self, execution_id: str) -> bool:
+        """The write committed (or was rolled back): nothing of it is to be undone.
+
+        False if it was not in flight: another process rolled it back, taking its
+        process for dead.
+        """
+        with self._writer.begin() as conn:
+            gone = delete(writes).where(writes.c.execution_id == execution_id)
+            ended: int = conn.execute(gone).rowcount
+        return ended > 0
+
+    def orphan_writes(self) -> list[dict[str, Any]]:
+        """The writes whose process is no longer a live one (see ``fail_orphans``)."""
+        query = select(writes).where(writes.c.owner.not_in(select(processes.c.id)))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [
+            {**row, "objects": [tuple(o) for o in json.loads(row["objects"] or "[]")]}
+            for row in rows
+        ]
+
     # -- named queries ------------------------------------------------------
 
     def add_named_query(self, named: NamedQuery, token: str | None) -> str:
@@ -410,4 +470,9 @@ def _started_by_v3(conn: Connection) -> None:
         )
 
 
-MIGRATIONS = [_create_v1, _processes_v2, _started_by_v3]
+def _writes_v4(conn: Connection) -> None:
+    """Writes in flight are journaled, so that a dead process's write is rolled back."""
+    writes.create(conn, checkfirst=True)
+
+
+MIGRATIONS = [_create_v1, _processes_v2, _started_by_v3, _writes_v4]

@@ -368,3 +368,51 @@ def athena_type_of_arrow(arrow_type: pa.DataType) -> AthenaType:
     if t.is_uint64(arrow_type):
         return AthenaType("decimal", 20, 0)
     return UNKNOWN
+
+
+_ARROW_TO_HIVE = (
+    (pa.types.is_boolean, "boolean"),
+    (pa.types.is_int8, "tinyint"),
+    (pa.types.is_int16, "smallint"),
+    (pa.types.is_int32, "int"),
+    (pa.types.is_int64, "bigint"),
+    (pa.types.is_float32, "float"),
+    (pa.types.is_float64, "double"),
+    (pa.types.is_date, "date"),
+    (pa.types.is_string, "string"),
+    (pa.types.is_large_string, "string"),
+    (pa.types.is_string_view, "string"),
+    (pa.types.is_binary, "binary"),
+    (pa.types.is_large_binary, "binary"),
+)
+
+
+def hive_type_of_arrow(arrow_type: pa.DataType, column: str = "") -> str:
+    """The Hive type a table declares for values of ``arrow_type`` (what a CTAS writes).
+
+    Only types whose values Hive and Athena read back unchanged; anything else (time,
+    intervals as DuckDB gives them, unsigned 64-bit) is refused naming ``column``.
+    """
+    t = pa.types
+    if t.is_dictionary(arrow_type):
+        return hive_type_of_arrow(arrow_type.value_type, column)
+    if t.is_decimal(arrow_type):
+        return f"decimal({arrow_type.precision},{arrow_type.scale})"
+    if t.is_timestamp(arrow_type) and not arrow_type.tz:
+        return "timestamp"
+    if t.is_map(arrow_type):
+        key = hive_type_of_arrow(arrow_type.key_type, column)
+        return f"map<{key},{hive_type_of_arrow(arrow_type.item_type, column)}>"
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type) or t.is_fixed_size_list(arrow_type):
+        return f"array<{hive_type_of_arrow(arrow_type.value_type, column)}>"
+    if t.is_struct(arrow_type):
+        fields = (
+            f"{f.name}:{hive_type_of_arrow(f.type, column)}"
+            for f in (arrow_type.field(i) for i in range(arrow_type.num_fields))
+        )
+        return f"struct<{','.join(fields)}>"
+    for check, name in _ARROW_TO_HIVE:
+        if check(arrow_type):
+            return name
+    athena = athena_type_of_arrow(arrow_type).name
+    raise ValueError(f"column {column}: a table cannot hold values of type {athena} ({arrow_type})")

@@ -9,7 +9,6 @@ from typing import Literal
 
 import pyarrow as pa
 
-from lakeward.errors import QueryFailed
 from lakeward.metastore.client import Column, PartitionInfo
 from lakeward.query.formats import PARQUET, TableFormat
 from lakeward.query.model import ColumnInfo, TableRef
@@ -43,12 +42,15 @@ class EngineResult:
     columns: list[ColumnInfo]
     batches: Iterator[pa.RecordBatch]
     bytes_scanned: int = 0
+    schema: pa.Schema | None = None  # the batches' schema, where known before any batch
+    update_count: int | None = None  # rows a CTAS or INSERT INTO wrote (GetQueryResults)
 
 
 WriteFormat = Literal["parquet", "orc", "json", "text", "avro"]
 """The file formats a write produces (``formats.TableFormat.kind`` of the table written)."""
 
-Compression = Literal["none", "snappy", "gzip", "zstd"]
+Compression = Literal["none", "snappy", "gzip", "zstd", "zlib", "lz4", "bzip2"]
+"""Lower-cased ``write_compression`` values (which a format takes: ``engines.writers``)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class WriteResult:
     files: list[WrittenFile]
     rows: int
     bytes_scanned: int = 0
+    schema: pa.Schema | None = None  # of the rows, partition columns included
 
 
 class Engine(ABC):
@@ -123,8 +126,13 @@ class Engine(ABC):
         Interruptible like ``execute`` (``interrupt`` makes it raise). On any failure
         the files written so far may remain in ``target.directory``: the caller
         deletes the staging place. A SELECT without rows writes no file.
+
+        By default the rows of ``execute`` are written by lakeward's Arrow writers;
+        an engine with writers of its own (Spark) may write the files itself.
         """
-        raise QueryFailed(f"the {self.name} engine does not write tables")
+        from lakeward.query.engines.writers import write_result
+
+        return write_result(self.execute(execution_id, sql, tables, limits), target)
 
     @abstractmethod
     def interrupt(self, execution_id: str) -> None:

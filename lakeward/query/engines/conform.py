@@ -55,6 +55,14 @@ class Conformer:
             columns.append(athena.column(name))
         return columns
 
+    def schema(self, schema: pa.Schema) -> pa.Schema:
+        """The schema of the batches ``batch`` returns, given DuckDB's."""
+        for i in self.bigints:
+            schema = schema.set(i, schema.field(i).with_type(pa.int64()))
+        for i in self.intervals:
+            schema = schema.set(i, schema.field(i).with_type(pa.string()))
+        return schema
+
     def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if not self.bigints and not self.intervals:
             return batch

@@ -157,7 +157,7 @@ class DuckDbEngine(Engine):
         batches = self._stream(execution_id, run, reader, first, limits)
         # A result dropped unread never runs the generator's cleanup: end it when collected.
         weakref.finalize(batches, self._close, execution_id, run)
-        return EngineResult(columns, batches, scanned)
+        return EngineResult(columns, batches, scanned, run.conformer.schema(reader.schema))
 
     def interrupt(self, execution_id: str) -> None:
         with self._lock:

@@ -10,16 +10,35 @@ location, as both sides know it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
-from collections.abc import Iterator
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from lakeward.storage.paths import file_uri
+from lakeward.errors import (
+    InvalidRequest,
+    LakewardError,
+    ObjectNotFound,
+    QueryFailed,
+    TableNotFound,
+)
+from lakeward.query.model import TableRef
+from lakeward.storage.paths import file_uri, lake_place
 
 if TYPE_CHECKING:
     from lakeward.config import Settings
+    from lakeward.metastore.client import MetastoreClient
+    from lakeward.query.engines.base import WrittenFile
+    from lakeward.query.store import Store
+    from lakeward.storage import ObjectInfo, Storage
+
+log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -35,3 +54,149 @@ def table_lock(settings: Settings, location: str, *, shared: bool) -> Iterator[N
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+PAUSE_FOR_TESTS = "LAKEWARD_TEST_PAUSE_WRITE"
+"""For tests only: seconds a write waits once its files are published and its table or
+partitions registered, before it commits (a test kills the process in that moment)."""
+
+
+class Write:
+    """One statement's write: staged, published, registered, then committed or rolled back.
+
+    The write is journaled in the query service's state (``query_writes``) from its start
+    to its commit: what it is about to publish or register is recorded before it does it,
+    so that a process that finds the writer's process gone removes exactly that
+    (``roll_back_orphans``). Committing is deleting the journal's row.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage,
+        store: Store,
+        execution_id: str,
+        owner: str,
+        location: str,
+    ) -> None:
+        self.settings, self.storage, self.store = settings, storage, store
+        self.execution_id = execution_id
+        self.location = location.rstrip("/")
+        self.staging = settings.data_dir / "query" / "staging" / execution_id
+        self.objects: list[tuple[str, str]] = []
+        self.created: tuple[MetastoreClient, TableRef] | None = None
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self.staging.mkdir(parents=True)
+        store.begin_write(execution_id, owner, str(self.staging), self.location)
+
+    def publish(
+        self, files: list[WrittenFile], places: list[str] | None = None
+    ) -> list[ObjectInfo]:
+        """Put the staged files in the lake, all visible to readers at once.
+
+        Each file goes under the location, at its relative path, or to its own place
+        (``places``: a URI per file; an INSERT's file of a partition registered elsewhere).
+        """
+        uris = places or [f"{self.location}/{f.path}" for f in files]
+        objects = []
+        for uri in uris:
+            place = lake_place(self.settings, uri)
+            if place is None or not place[1]:  # checked by the statement before it wrote
+                raise InvalidRequest(f"{uri} is not in the lake")
+            objects.append(place)
+        self.store.note_write(self.execution_id, objects=objects)
+        self.objects = objects
+        published = []
+        with table_lock(self.settings, self.location, shared=False):
+            for file, (bucket, key) in zip(files, objects, strict=True):
+                with open(self.staging / file.path, "rb") as data:
+                    published.append(self.storage.put(bucket, key, data))
+        return published
+
+    def creating(self, client: MetastoreClient, ref: TableRef) -> None:
+        """Say, before creating it, that the write registers the table ``ref``."""
+        self.store.note_write(self.execution_id, created_table=str(ref))
+        self.created = (client, ref)
+
+    def registered(self) -> None:
+        """Files and metadata are in place; only the commit is left."""
+        pause = os.environ.get(PAUSE_FOR_TESTS)
+        if pause:
+            log.warning("write %s pauses %s s before its commit (tests)", self.execution_id, pause)
+            time.sleep(float(pause))
+
+    def commit(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        if not self.store.end_write(self.execution_id):
+            raise QueryFailed(
+                "the write was rolled back by another server process, which took this one "
+                "for dead; run it again"
+            )
+
+    def roll_back(self) -> None:
+        """Remove what the write published and the table it created; forget it."""
+        try:
+            _undo(self.settings, self.storage, self.location, self.objects, self.created)
+        finally:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self.store.end_write(self.execution_id)
+
+
+def roll_back_orphans(
+    settings: Settings,
+    storage: Storage,
+    store: Store,
+    client_of: Callable[[str], MetastoreClient],
+) -> list[str]:
+    """Roll back the writes of processes that are gone; the ids of their executions."""
+    undone = []
+    for write in store.orphan_writes():
+        created = None
+        if write["created_table"]:
+            catalog, database, table = write["created_table"].split(".")
+            ref = TableRef(catalog, database, table)
+            try:
+                created = (client_of(catalog), ref)
+            except LakewardError:
+                log.warning("cannot reach catalog %s to drop %s", catalog, ref)
+        try:
+            _undo(settings, storage, write["location"], write["objects"], created)
+        except (LakewardError, OSError):
+            log.exception("rolling back the write of %s failed", write["execution_id"])
+            continue
+        shutil.rmtree(write["staging"], ignore_errors=True)
+        store.end_write(write["execution_id"])
+        undone.append(write["execution_id"])
+        log.warning("rolled back the write of %s (its process is gone)", write["execution_id"])
+    return undone
+
+
+def _undo(
+    settings: Settings,
+    storage: Storage,
+    location: str,
+    objects: list[tuple[str, str]],
+    created: tuple[MetastoreClient, TableRef] | None,
+) -> None:
+    # The table first: a reader that still finds it lists no files of the write.
+    if created is not None:
+        client, ref = created
+        try:
+            table = client.table(ref.database, ref.table)
+        except TableNotFound:
+            table = None
+        # Only the table this write made: one made meanwhile by someone else (the
+        # create then failed) is elsewhere, as every CTAS writes its own location.
+        if table is not None and _same(table.location, location):
+            client.drop_table(ref.database, ref.table)
+    with table_lock(settings, location, shared=False):
+        for bucket, key in objects:
+            with contextlib.suppress(ObjectNotFound):  # not published when the write stopped
+                storage.delete(bucket, key)
+
+
+def _same(one: str, other: str) -> bool:
+    def plain(uri: str) -> str:
+        return file_uri(uri.replace("s3a://", "s3://", 1)).rstrip("/")
+
+    return plain(one) == plain(other)
