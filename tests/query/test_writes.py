@@ -373,12 +373,13 @@ def test_a_refused_permission_fails_the_ctas_and_changes_nothing(
     service = QueryService(over_stack(stack, tmp_path), access=_Denying(denied, on), owner=True)
     try:
         name = unique("ctas_denied")
-        reason = failed(service, f"CREATE TABLE {name} AS SELECT * FROM {SOURCE}")
-        assert denied in reason
+        execution = finish(service, f"CREATE TABLE {name} AS SELECT * FROM {SOURCE}")
+        assert execution.state == QueryState.FAILED
+        assert denied in (execution.state_change_reason or "")
         with pytest.raises(TableNotFound):
             metastore.table("default", name)
-        results = f"{service.settings.lake_root}/{service.settings.lake.data_bucket}"
-        assert lake_files(service, f"{results}/query-results/primary/tables") == []
+        results = execution.output_location.rsplit("/", 1)[0]
+        assert lake_files(service, f"{results}/tables/{execution.id}") == []
     finally:
         service.close()
 
