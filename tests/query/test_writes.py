@@ -240,6 +240,8 @@ def test_ctas_formats_write_what_their_serde_reads(
             lines = gzip.decompress(files[0].read_bytes()).decode().splitlines()
             rows = sorted((line.split(",") for line in lines), key=lambda r: r[1])
         assert rows == expected, kind
+        _, read_back = run(service, f"SELECT country, date, confirmed FROM {name} ORDER BY date")
+        assert read_back == expected, kind  # and lakeward's reader of the format reads them
 
 
 def test_ctas_with_no_data_makes_an_empty_table_of_the_query_types(
