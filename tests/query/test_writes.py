@@ -353,6 +353,38 @@ def test_refused_writes_change_nothing(service: QueryService, metastore: Metasto
     assert lake_files(service, table.location) == files
 
 
+def test_a_stopped_or_failing_write_leaves_nothing(
+    service: QueryService, metastore: MetastoreClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stopped once its files are published and its table registered, before its commit.
+    monkeypatch.setenv(PAUSE_FOR_TESTS, "600")
+    name = unique("ctas_stopped")
+    execution_id = service.start_query_execution(
+        f"CREATE TABLE {name} WITH (partitioned_by = ARRAY['country']) AS "
+        f"SELECT date, confirmed, country FROM {SOURCE} WHERE {IN_COUNTRIES}"
+    )
+    deadline = time.monotonic() + 120
+    while not metastore.table_exists("default", name):
+        assert time.monotonic() < deadline, service.get_query_execution(execution_id)
+        time.sleep(0.05)
+    location = metastore.table("default", name).location
+    assert len(lake_files(service, location)) == len(COUNTRIES)
+    service.stop_query_execution(execution_id)
+    assert wait(service, execution_id).state == QueryState.CANCELLED
+    assert not metastore.table_exists("default", name)
+    assert lake_files(service, location) == []
+    monkeypatch.delenv(PAUSE_FOR_TESTS)
+
+    # A query that fails half-way (a value that is not a number) writes nothing.
+    execution = finish(
+        service, f"CREATE TABLE {name} AS SELECT CAST(province_state AS integer) AS n FROM {SOURCE}"
+    )
+    assert execution.state == QueryState.FAILED
+    assert not metastore.table_exists("default", name)
+    results = execution.output_location.rsplit("/", 1)[0]
+    assert lake_files(service, f"{results}/tables/{execution.id}") == []
+
+
 class _Denying(AllowAll):
     """Everything allowed but one action on some resources, as a policy would decide."""
 

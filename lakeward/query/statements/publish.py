@@ -25,6 +25,7 @@ from lakeward.errors import (
     InvalidRequest,
     LakewardError,
     ObjectNotFound,
+    QueryCancelled,
     QueryFailed,
     TableNotFound,
 )
@@ -118,12 +119,16 @@ class Write:
         self.store.note_write(self.execution_id, created_table=str(ref))
         self.created = (client, ref)
 
-    def registered(self) -> None:
-        """Files and metadata are in place; only the commit is left."""
+    def registered(self, cancelled: Callable[[], bool]) -> None:
+        """Files and metadata are in place; only the commit is left, unless stopped now."""
         pause = os.environ.get(PAUSE_FOR_TESTS)
         if pause:
             log.warning("write %s pauses %s s before its commit (tests)", self.execution_id, pause)
-            time.sleep(float(pause))
+            until = time.monotonic() + float(pause)
+            while time.monotonic() < until and not cancelled():
+                time.sleep(0.05)
+        if cancelled():
+            raise QueryCancelled("the query was cancelled")
 
     def commit(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)

@@ -505,7 +505,7 @@ class CreateTableAs(Command):
             keys = self.options.partitioned_by
             if keys and written.files:
                 client.add_partitions(ref.database, ref.table, _partitions(location, written, keys))
-            writing.write.registered()
+            writing.write.registered(context.cancelled)
             writing.write.commit()
         except BaseException:
             writing.roll_back()
@@ -592,7 +592,7 @@ class InsertInto(Command):
             if new:
                 client.add_partitions(ref.database, ref.table, new)
             assert writing.write is not None
-            writing.write.registered()
+            writing.write.registered(context.cancelled)
             writing.write.commit()
         except BaseException:
             writing.roll_back()
@@ -765,7 +765,7 @@ class Unload(Command):
                     _require_empty(context, f"{location}/{directory}", "UNLOAD's partition")
             writing.publish(written)
             assert writing.write is not None
-            writing.write.registered()
+            writing.write.registered(context.cancelled)
             writing.write.commit()
         except BaseException:
             writing.roll_back()
