@@ -424,3 +424,23 @@ def test_show_create_table_of_the_pipelines_tables_reads_back(stack: Settings) -
         parameters = {"serialization.format": "1", **stored.serde_parameters}
         assert made.serde_parameters == parameters, name
         assert command.location == info.location
+
+
+def test_default_locations_and_drop_database_cascade(stack: Settings, spark: Any) -> None:
+    athena = client_for(stack)
+    db = unique("scratch")
+    ok(athena, f"CREATE SCHEMA {db} WITH DBPROPERTIES ('owner'='analytics')")
+    with metastore(stack) as client:
+        database = client.database(db)
+    assert database.location.rstrip("/").endswith(f"/warehouse/{db}.db")
+    assert database.parameters == {"owner": "analytics"}
+    ok(athena, f"CREATE EXTERNAL TABLE {db}.daily (n bigint) STORED AS PARQUET")
+    with metastore(stack) as client:
+        table = client.table(db, "daily")
+    assert table.location.rstrip("/") == f"{database.location.rstrip('/')}/daily"
+    assert "is not partitioned" in failed(athena, f"SHOW PARTITIONS {db}.daily")
+    assert spark.catalog.tableExists(f"{db}.daily")
+
+    ok(athena, f"DROP DATABASE {db} CASCADE")
+    assert db not in [d.name for d in spark.catalog.listDatabases()]
+    assert "Can not drop default database" in failed(athena, "DROP DATABASE default")

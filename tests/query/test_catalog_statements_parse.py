@@ -67,6 +67,11 @@ def test_create_external_table_reads_every_clause() -> None:
     }
     assert command.location == "s3://lakeward-data/orders/"
     assert command.properties == {"skip.header.line.count": "1", "classification": "csv"}
+    kept = parse(
+        "CREATE EXTERNAL TABLE t (a int) TBLPROPERTIES ('table_type'='HIVE', "
+        "'projection.enabled'='false', 'has_encrypted_data'='false')"
+    ).command
+    assert isinstance(kept, CreateTable) and len(kept.properties) == 3
     assert command.catalogs() == {CATALOG}
 
 
@@ -171,6 +176,10 @@ def test_hive_string_escapes() -> None:
             "projection",
         ),
         ("CREATE EXTERNAL TABLE t (a int) TBLPROPERTIES ('table_type'='ICEBERG')", "Iceberg"),
+        (
+            "CREATE EXTERNAL TABLE t (a int) TBLPROPERTIES ('has_encrypted_data'='true')",
+            "encrypted on the client side",
+        ),
         ("CREATE EXTERNAL TABLE t (a int) TBLPROPERTIES ('skip.header.line.count'='x')", "whole"),
         ("CREATE EXTERNAL TABLE t (a int) LOCATION s3", "expected a quoted location, found 's3'"),
         ("CREATE EXTERNAL TABLE `a.b` (a int)", "'a.b' is not a table name"),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from urllib.parse import unquote
 
+from lakeward.access.arns import s3_arn
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.client import PartitionInfo, TableInfo, partition_name
 from lakeward.query.engines.base import EngineResult
@@ -201,9 +202,7 @@ class RepairTable(TableCommand):
             )
         bucket, prefix = place
         prefix = prefix.rstrip("/") + "/" if prefix else ""
-        data_arn = context.service._lake_arn(table.location.rstrip("/") + "/")
-        if data_arn:
-            context.authorize("s3:ListBucket", data_arn)
+        context.authorize("s3:ListBucket", s3_arn(bucket))  # S3's: listing is on the bucket
         keys = [k.name for k in table.partition_keys]
         existing = set(client.partition_names(self.ref.database, self.ref.table))
         found: dict[str, PartitionInfo] = {}

@@ -42,6 +42,7 @@ _UNSUPPORTED_PROPERTIES = {
     "projection.enabled": "partition projection is not supported; add partitions instead",
     "table_type": "only Hive tables are supported (no Iceberg tables)",
     "storage.location.template": "partition projection is not supported",
+    "has_encrypted_data": "files encrypted on the client side (CSE-KMS) cannot be read",
 }
 # Kept by the metastore, not written by users: left out of SHOW CREATE TABLE.
 _HIDDEN_PROPERTIES = frozenset({"EXTERNAL", "transient_lastDdlTime", "comment"})
@@ -66,7 +67,7 @@ def table_ref(reader: Reader, names: Names) -> TableRef:
 def check_properties(properties: dict[str, str]) -> None:
     for key, value in properties.items():
         why = _UNSUPPORTED_PROPERTIES.get(key.lower())
-        if why and not (key.lower() == "projection.enabled" and value.lower() == "false"):
+        if why and value.lower() not in ("false", "hive"):  # the values meaning "not that"
             raise InvalidRequest(f"table property '{key}': {why}")
         if key in ("skip.header.line.count", "skip.footer.line.count") and not (value.isdigit()):
             raise InvalidRequest(f"table property '{key}' must be a whole number, not '{value}'")
