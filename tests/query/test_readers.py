@@ -359,3 +359,23 @@ def test_arrays_and_structs_in_hive_text(engine: DuckDbEngine, tmp_path: Path) -
                    text_format(**{"field.delim": ","}))  # fmt: skip
     with pytest.raises(QueryFailed, match="column tags is array<array<int>>"):
         run(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"', nested)
+
+
+def test_text_partitions_a_query_prunes_are_not_read(engine: DuckDbEngine, tmp_path: Path) -> None:
+    put(tmp_path / "t/day=1/a.txt", "1\n")
+    put(tmp_path / "t/day=2/b.txt", "2\n")
+    put(tmp_path / "t/day=2/c.lz4", b"\x04\x22\x4d\x18")  # fails the query if it is read
+    partitions = [PartitionInfo([d], f"file:{tmp_path}/t/day={d}") for d in ("1", "2")]
+    t = table("t", tmp_path / "t", [("id", "int")], text_format(), keys=[("day", "int")],
+              partitions=partitions)  # fmt: skip
+    assert rows(engine, 'SELECT id FROM "awsdatacatalog"."db"."t" WHERE day = 1', t) == [(1,)]
+    with pytest.raises(QueryFailed, match="c.lz4"):
+        run(engine, 'SELECT id FROM "awsdatacatalog"."db"."t" WHERE day = 2', t)
+    # Two scans of the table: the rows of both partitions read, each where it is asked for.
+    both = (
+        'SELECT a.id AS x, b.id AS y FROM "awsdatacatalog"."db"."t" a, "awsdatacatalog"."db"."t" b '
+        "WHERE a.day = 1 AND b.day = 1 AND a.id = b.id"
+    )
+    assert rows(engine, both, t) == [(1, 1)]
+    plan = rows(engine, 'EXPLAIN SELECT id FROM "awsdatacatalog"."db"."t" WHERE day = 1', t)
+    assert plan and all(isinstance(line, str) for (line,) in plan)

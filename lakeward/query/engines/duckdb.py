@@ -53,7 +53,14 @@ from lakeward.query.engines.readers import (
     text_column_check,
     text_view_column,
 )
-from lakeward.query.engines.scanned import DataFile, Source, bytes_scanned, duck_type, sql_literal
+from lakeward.query.engines.scanned import (
+    DataFile,
+    Source,
+    bytes_scanned,
+    duck_type,
+    files_read,
+    sql_literal,
+)
 from lakeward.query.model import TableRef
 from lakeward.query.statements.publish import table_lock
 from lakeward.query.types import arrow_type_of_hive, athena_type_of_duckdb, duckdb_type_of_hive
@@ -126,12 +133,8 @@ class DuckDbEngine(Engine):
         try:
             with _errors(run, limits):
                 _check(run)
-                for source in sources:
-                    if source.load is not None:  # text files: read now, cancellable
-                        source.dataset = source.load(lambda: _check(run))
                 explain = _checked_statement(run.con, sql)
-                for source in sources:
-                    self._create_view(run, source)
+                self._create_views(run, sources, sql if explain is None else _EXPLAIN.sub("", sql))
                 if explain is not None:
                     inner = _EXPLAIN.sub("", sql)
                     scanned = bytes_scanned(run.con, inner, sources) if explain else 0
@@ -258,10 +261,10 @@ class DuckDbEngine(Engine):
             for column in table.columns if layout.kind != "json" else []:
                 text_column_check(column, layout)  # refused before anything is read
 
-            def load(check: Callable[[], None]) -> Any:
+            def load(check: Callable[[], None], read: list[DataFile]) -> Any:
                 # A dataset, not the table: DuckDB pushes filters into a dataset's scan,
                 # so the plan shows which partitions a query reads (bytes scanned).
-                return pads.dataset(read_text(filesystem, files, table, layout, check))
+                return pads.dataset(read_text(filesystem, read, table, layout, check))
 
             return Source(table, files, load=load, layout=layout)
         except (OSError, pa.ArrowException) as exc:
@@ -314,6 +317,33 @@ class DuckDbEngine(Engine):
             return
         with table_lock(self.settings, location, shared=True):
             yield
+
+    def _create_views(self, run: _Run, sources: list[Source], sql: str) -> None:
+        """The tables' views; text files are parsed only for the partitions ``sql`` reads.
+
+        A partitioned text table's view is first made over no rows, so that the plan of
+        the statement tells which partitions it reads (as bytes_scanned does), and then
+        over the rows of those partitions' files.
+        """
+
+        def check() -> None:
+            _check(run)
+
+        pruned = [s for s in sources if s.load is not None and s.table.partition_keys]
+        for source in sources:
+            if source.load is not None:
+                source.dataset = source.load(check, [] if source in pruned else source.files)
+            self._create_view(run, source)
+        for source in pruned:
+            if source.scan_name is None:
+                continue  # no files
+            read = files_read(run.con, sql, source)
+            files = source.files if read is None else [source.files[i] for i in sorted(read)]
+            assert source.load is not None
+            source.dataset = source.load(check, files)
+            run.datasets.append(source.dataset)
+            run.con.unregister(source.scan_name)
+            run.con.register(source.scan_name, source.dataset)
 
     def _create_view(self, run: _Run, source: Source) -> None:
         ref, con = source.table.ref, run.con
@@ -371,6 +401,7 @@ class DuckDbEngine(Engine):
             name = f"__lakeward_scan_{len(run.datasets)}"
             run.con.register(name, source.dataset)
             run.connection.registered.append(name)
+            source.scan_name = name
             run.datasets.append(source.dataset)
             return quote(name)
         keys = source.table.partition_keys

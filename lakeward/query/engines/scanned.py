@@ -38,8 +38,10 @@ class Source:
     local_dirs: list[str] = field(default_factory=list)  # what DuckDB reads itself, if anything
     dataset: Any = None  # else the pyarrow dataset or table its view reads
     scan_columns: set[str] = field(default_factory=set)  # lower-cased names the files hold
-    # Text tables: their rows, read once the execution has started (it can be cancelled).
-    load: Callable[[Callable[[], None]], Any] | None = None
+    # Text tables: the rows of some of its files, read once the execution has started
+    # (so it can be cancelled), and only those of the partitions the plan reads.
+    load: Callable[[Callable[[], None], list[DataFile]], Any] | None = None
+    scan_name: str | None = None  # the name its dataset is registered under
     layout: Any = None  # text tables: their readers.TextLayout
 
     @property
@@ -80,10 +82,29 @@ def _scan_nodes(nodes: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         yield from _scan_nodes(node.get("children", []))
 
 
+def files_read(con: duckdb.DuckDBPyConnection, sql: str, source: Source) -> set[int] | None:
+    """The indexes of ``source``'s files that the plan of ``sql`` may read; None: all."""
+    if not source.table.partition_keys or not source.files:
+        return None
+    try:
+        plan = json.loads(con.execute(f"EXPLAIN (FORMAT json) {sql}").fetchall()[0][1])
+        return _read_of(con, source, list(_scan_nodes(plan)))
+    except duckdb.InterruptException:
+        raise
+    except Exception:  # noqa: BLE001 - read everything rather than fail the query
+        return None
+
+
 def _scanned_of(con: duckdb.DuckDBPyConnection, source: Source, scans: list[Any]) -> int:
     """The bytes of a table's files that the plan's scans of it may read."""
+    read = _read_of(con, source, scans)
+    return source.size if read is None else sum(source.files[i].size for i in read)
+
+
+def _read_of(con: duckdb.DuckDBPyConnection, source: Source, scans: list[Any]) -> set[int] | None:
+    """The indexes of a table's files that the plan's scans of it may read; None: all."""
     if not source.table.partition_keys or not source.files:
-        return source.size
+        return None
     read: set[int] | None = None
     for node in scans:
         # A scan is this table's if it reads this kind of source, only columns the
@@ -103,7 +124,7 @@ def _scanned_of(con: duckdb.DuckDBPyConnection, source: Source, scans: list[Any]
         read = (read or set()) | _files_passing(
             con, source, [filters] if isinstance(filters, str) else filters
         )
-    return source.size if read is None else sum(source.files[i].size for i in read)
+    return read
 
 
 def _files_passing(con: duckdb.DuckDBPyConnection, source: Source, filters: list[str]) -> set[int]:
