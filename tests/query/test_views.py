@@ -351,6 +351,35 @@ def test_refused_statements_change_nothing(
             metastore.drop_table(DB, name)
 
 
+def test_a_view_whose_table_changed_its_columns_is_stale(
+    service: QueryService, metastore: MetastoreClient
+) -> None:
+    table = replace(metastore.table("default", "covid_deaths"), database=DB, name="changing")
+    metastore.put_external_table(table)
+    query = "SELECT deaths FROM named WHERE country = 'Italy' AND date = DATE '2020-09-10'"
+    try:
+        rows(service, "CREATE VIEW named AS SELECT country, date, deaths FROM changing")
+        rows(service, "CREATE VIEW starred AS SELECT * FROM changing")
+        assert rows(service, query) == [[ITALY_0910]]
+        # A column added at the end: the view naming its columns reads on, `*` does not.
+        extra = Column("source", "string")
+        metastore.put_external_table(replace(table, columns=[*table.columns, extra]))
+        assert rows(service, query) == [[ITALY_0910]]
+        stale = fails(service, "SELECT count(*) FROM starred")
+        assert f"View '{CATALOG}.{DB}.starred' is stale: {DB}.changing changed" in stale
+        # A column's type changed: both are stale, and re-creating one reads again.
+        widened = [replace(c, type="double") if c.name == "deaths" else c for c in table.columns]
+        metastore.put_external_table(replace(table, columns=widened))
+        assert "is stale" in fails(service, query)
+        metastore.drop_table(DB, "changing")  # made anew with the columns the views read
+        metastore.put_external_table(table)
+        assert rows(service, query) == [[ITALY_0910]]
+        assert rows(service, "SELECT count(*) FROM starred WHERE country = 'Italy'") != []
+    finally:
+        for name in ("named", "starred", "changing"):
+            metastore.drop_table(DB, name)
+
+
 # -- permissions ------------------------------------------------------------------------------
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from collections.abc import Callable, Collection
 from contextlib import ExitStack
@@ -52,6 +53,7 @@ PRESTO_PREFIX = "/* Presto View: "
 PRESTO_SUFFIX = " */"
 PRESTO_FLAG = "presto_view"
 PRESTO_COMMENT = "Presto View"  # the table comment Trino gives its views
+READS = "lakeward.view.reads"  # the tables a view reads, with their columns when it was made
 MOST_NESTED = 32  # views of views read through, at most (a cycle is refused before that)
 
 
@@ -279,6 +281,8 @@ def _expand(
             raise InvalidRequest(f"view {ref.database}.{ref.table} cannot be read: {e}") from None
         query = inner._ast
         assert query is not None
+        star = any(p.is_star for select in query.find_all(exp.Select) for p in select.expressions)
+        _refuse_stale(ref, info, lookup, star=star)
         for named in query.find_all(exp.Table):
             if named.args.get("catalog") and named.catalog in alias:
                 named.set("catalog", exp.to_identifier(view.catalog))
@@ -288,6 +292,50 @@ def _expand(
         table.replace(_as_subquery(query, view, table))
         _unqualify_columns(tree, ref)
     return found
+
+
+def _qualified(ref: TableRef) -> str:
+    return f"{ref.catalog}.{ref.database}.{ref.table}"
+
+
+def _signature(info: TableInfo) -> str:
+    """What a view records of a table (or view) it reads: its columns then, so that a change
+    since is seen. ``<count>:<hash of those columns>:<hash of the partition keys>``."""
+    columns = columns_of(info)
+    return f"{len(columns)}:{_digest(columns)}:{_digest(info.partition_keys)}"
+
+
+def _digest(columns: list[Column]) -> str:
+    text = json.dumps([[c.name.lower(), c.type.lower()] for c in columns])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _refuse_stale(ref: TableRef, info: TableInfo, lookup: Lookup, *, star: bool) -> None:
+    """Refuse a view whose tables changed the columns it was made over (Trino calls such a
+    view stale). Columns added after them are no change, unless the view reads ``*``."""
+    recorded = info.parameters.get(READS)
+    if recorded is None:
+        return  # made by Athena or Trino: nothing recorded to compare
+    try:
+        reads = dict(json.loads(recorded))
+    except (ValueError, TypeError):
+        return
+    for name, signature in reads.items():
+        catalog, database, table = name.split(".")
+        current = lookup(TableRef(catalog, database, table))
+        count, columns, keys = signature.split(":")
+        now = columns_of(current)
+        kept = now[: int(count)]
+        if (
+            len(kept) < int(count)
+            or _digest(kept) != columns
+            or _digest(current.partition_keys) != keys
+            or (star and len(now) != int(count))
+        ):
+            raise InvalidRequest(
+                f"View '{_qualified(ref)}' is stale: {database}.{table} changed its columns "
+                "since the view was made; re-create the view with CREATE OR REPLACE VIEW"
+            )
 
 
 def _as_subquery(query: exp.Expr, view: View, table: exp.Table) -> exp.Expr:
@@ -383,9 +431,11 @@ class CreateView(Command):
             columns = _result_columns(context, _with_tree(self.query, tree))
             view = View(ref, self.query.sql, ref.catalog, ref.database, columns, self.comment)
             spark_text, spark_properties = spark_views.definition(view, self.query, lookup)
+            reads = {_qualified(r): _signature(lookup(r)) for r in self.query.tables}
         parameters = {
             PRESTO_FLAG: "true",
             "comment": self.comment if self.comment is not None else PRESTO_COMMENT,
+            READS: json.dumps(reads, separators=(",", ":")),
             **spark_properties,
         }
         info = TableInfo(
