@@ -170,7 +170,7 @@ def test_database_table_and_partitions_end_to_end(stack: Settings, spark: Any) -
         "PARTITION (dt='2020-01-01', region='eu')",
     )
     assert "dt=2020-01-03/region=us" in spark_partitions(spark, table)
-    assert "not a date" in failed(
+    assert "not of type date" in failed(
         athena, f"ALTER TABLE {table} ADD PARTITION (dt='yesterday', region='us')"
     )
 

@@ -286,3 +286,27 @@ def test_show_create_table_reads_back_as_the_same_table() -> None:
         "T",
     )
     assert again.properties == {"k": "v"} and again.location == "file:/lake/b/t"
+
+
+@pytest.mark.parametrize(
+    ("hive_type", "good", "bad"),
+    [
+        ("int", ["5", "-2147483648", "05"], ["2147483648", "5.0", "x"]),
+        ("tinyint", ["127"], ["128"]),
+        ("decimal(5,2)", ["1.5", "-3"], ["NaN", "one"]),
+        ("boolean", ["true", "FALSE"], ["yes"]),
+        ("date", ["2020-02-29"], ["2020-02-30", "2020-2-1", "yesterday"]),
+        ("timestamp", ["2020-01-01 10:00:00", "2020-01-01 10:00:00.123"], ["2020-01-01"]),
+        ("string", ["any/thing=at all"], [""]),
+    ],
+)
+def test_partition_values_are_checked_against_their_type(
+    hive_type: str, good: list[str], bad: list[str]
+) -> None:
+    from lakeward.query.statements.catalog.partitions import check_value
+
+    for value in good:
+        check_value("k", hive_type, value)
+    for value in bad:
+        with pytest.raises(InvalidRequest, match="(column k|k has an empty value)"):
+            check_value("k", hive_type, value)

@@ -63,10 +63,16 @@ def check_value(key: str, hive_type: str, value: str) -> None:
         except ValueError:
             ok = False
         ok = ok and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) is not None
+    elif base == "timestamp":
+        ok = re.fullmatch(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,9})?", value) is not None
+        try:
+            ok = ok and bool(datetime.datetime.fromisoformat(value[:26]))
+        except ValueError:
+            ok = False
     elif base not in ("string", "varchar", "char"):
         raise InvalidRequest(f"partition column {key} of type {hive_type} is not supported")
     if not ok:
-        raise InvalidRequest(f"partition value '{value}' is not a {hive_type} (column {key})")
+        raise InvalidRequest(f"partition value '{value}' is not of type {hive_type} (column {key})")
     if value == "":
         raise InvalidRequest(f"partition column {key} has an empty value")
 
