@@ -74,6 +74,7 @@ class QueryExecution:
     engine: str = "duckdb"
     client_request_token: str | None = None
     started_by: str | None = None  # a user, role/<name> or root (None: before v3)
+    substatement_type: str | None = None  # Athena's: SELECT, CREATE_TABLE_AS_SELECT, INSERT...
 
 
 @dataclass(frozen=True)

@@ -244,6 +244,7 @@ class QueryService(MetadataOperations):
             id=str(uuid.uuid4()),
             query=query,
             statement_type=statement.statement_type,
+            substatement_type=_substatement_type(statement),
             workgroup=group.name,
             catalog=catalog,
             database=database,
@@ -610,6 +611,12 @@ class QueryService(MetadataOperations):
 def _copy(execution: QueryExecution) -> QueryExecution:
     """A copy the caller may keep: the running one changes as it runs."""
     return replace(execution, statistics=replace(execution.statistics))
+
+
+def _substatement_type(statement: Statement) -> str | None:
+    if statement.command is not None:
+        return statement.command.substatement_type
+    return "SELECT" if statement.kind == "select" else None
 
 
 def _catalogs_used(statement: Statement, default: str) -> set[str]:

@@ -101,6 +101,8 @@ executions = Table(
     Column("stop_requested", Boolean, nullable=False, default=False),
     # Added in v3: the principal who started it (whose history it is in).
     Column("started_by", String(256), index=True),
+    # Added in v5: Athena's SubstatementType (a client's rowcount of a write depends on it).
+    Column("substatement_type", String(64)),
 )
 
 processes = Table(
@@ -475,4 +477,10 @@ def _writes_v4(conn: Connection) -> None:
     writes.create(conn, checkfirst=True)
 
 
-MIGRATIONS = [_create_v1, _processes_v2, _started_by_v3, _writes_v4]
+def _substatement_v5(conn: Connection) -> None:
+    """Executions record Athena's SubstatementType."""
+    if "substatement_type" not in {c["name"] for c in inspect(conn).get_columns(executions.name)}:
+        conn.execute(text("ALTER TABLE query_executions ADD COLUMN substatement_type VARCHAR(64)"))
+
+
+MIGRATIONS = [_create_v1, _processes_v2, _started_by_v3, _writes_v4, _substatement_v5]

@@ -29,7 +29,7 @@ from lakeward.config import Settings
 from lakeward.errors import AccessDenied, InvalidRequest, TableNotFound
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
-from lakeward.query.model import QueryExecution, QueryState
+from lakeward.query.model import QueryExecution, QueryState, WorkGroup
 from lakeward.query.service import QueryService
 from lakeward.query.statements.publish import PAUSE_FOR_TESTS
 from lakeward.storage import decode_key
@@ -309,6 +309,10 @@ def test_refused_writes_change_nothing(service: QueryService, metastore: Metasto
         service, f"CREATE TABLE {name} AS SELECT 2 AS b"
     )
     assert metastore.table("default", name) == table
+    kept = finish(service, f"CREATE TABLE IF NOT EXISTS {name} AS SELECT 2 AS b")
+    assert kept.state == QueryState.SUCCEEDED, kept.state_change_reason
+    assert service.get_query_results(kept.id).rows == [["rows"], ["0"]]
+    assert metastore.table("default", name) == table
 
     # external_location: a place with files, and a place outside the lake.
     other = unique("ctas_refused")
@@ -473,6 +477,28 @@ def test_a_write_whose_process_is_killed_is_rolled_back(
         survivor.close()
 
 
+def test_a_spark_workgroup_writes_the_same_table(
+    service: QueryService, metastore: MetastoreClient
+) -> None:
+    service.put_work_group(WorkGroup(name="writes_on_spark", engine="spark"))
+    query = f"SELECT province_state, date, confirmed, country FROM {SOURCE} WHERE {IN_COUNTRIES}"
+    tables = {}
+    for group in ("primary", "writes_on_spark"):
+        name = unique("ctas_engine")
+        started = service.start_query_execution(
+            f"CREATE TABLE {name} WITH (partitioned_by = ARRAY['country']) AS {query}",
+            workgroup=group,
+        )
+        execution = wait(service, started)
+        assert execution.state == QueryState.SUCCEEDED, (group, execution.state_change_reason)
+        tables[group] = name
+    duck, spark = (metastore.table("default", tables[g]) for g in ("primary", "writes_on_spark"))
+    assert [(c.name, c.type) for c in duck.columns] == [(c.name, c.type) for c in spark.columns]
+    assert duck.partition_keys == spark.partition_keys
+    for name in tables.values():
+        assert totals(service, name) == totals(service, f"({query})")
+
+
 def test_boto3_and_pyathena_see_athenas_ctas_result(stack: Settings) -> None:
     import boto3
     from pyathena import connect
@@ -493,6 +519,7 @@ def test_boto3_and_pyathena_see_athenas_ctas_result(stack: Settings) -> None:
         time.sleep(0.05)
     assert status["State"] == "SUCCEEDED", status
     assert execution["QueryExecution"]["StatementType"] == "DML"
+    assert execution["QueryExecution"]["SubstatementType"] == "CREATE_TABLE_AS_SELECT"
     result = athena.get_query_results(QueryExecutionId=started["QueryExecutionId"])
     count = result["UpdateCount"]
     assert count > 100
@@ -505,5 +532,6 @@ def test_boto3_and_pyathena_see_athenas_ctas_result(stack: Settings) -> None:
     ).cursor()  # fmt: skip
     cursor.execute(f"INSERT INTO {name} SELECT country FROM {SOURCE} WHERE country = 'Italy'")
     assert cursor.fetchall() == [(count,)]
+    assert cursor.rowcount == count  # PyAthena's, from UpdateCount of an INSERT
     cursor.execute(f"SELECT count(*) FROM {name}")
     assert cursor.fetchall() == [(2 * count,)]

@@ -62,6 +62,7 @@ def query_execution(q: QueryExecution) -> JsonDict:
         "QueryExecutionId": q.id,
         "Query": q.query,
         "StatementType": q.statement_type.value,
+        **({"SubstatementType": q.substatement_type} if q.substatement_type else {}),
         "ResultConfiguration": {"OutputLocation": q.output_location},
         "QueryExecutionContext": compact({"Catalog": q.catalog, "Database": q.database}),
         "Status": compact(status),

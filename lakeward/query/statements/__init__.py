@@ -31,6 +31,7 @@ class Command(ABC):
     """One parsed statement; ``run`` does it and returns what Athena shows as its result."""
 
     statement_type: StatementType = StatementType.DDL
+    substatement_type: str | None = None  # Athena's SubstatementType, where lakeward gives it
 
     def tables_read(self) -> tuple[TableRef, ...]:
         """Tables whose data the command reads (a CTAS's or INSERT's SELECT)."""

@@ -244,7 +244,12 @@ def parse_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
     start = cursor.pos
     cursor.expect("CREATE")
     cursor.expect("TABLE")
-    if cursor.peek() == "IF" or _without_as(cursor):
+    if_not_exists = False
+    if cursor.word("IF"):
+        cursor.expect("NOT")
+        cursor.expect("EXISTS")
+        if_not_exists = True
+    if _without_as(cursor):
         if _plain_create_table is not None:
             cursor.pos = start
             return _plain_create_table(sql, cursor, names)
@@ -259,7 +264,7 @@ def parse_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
     select = _query(sql, cursor, end, names)
     options = _ctas_options(props)
     location = _string_property(props, "external_location")
-    return CreateTableAs(table, select, options, location, with_data)
+    return CreateTableAs(table, select, options, location, with_data, if_not_exists)
 
 
 def _without_as(cursor: Cursor) -> bool:
@@ -459,7 +464,9 @@ class CreateTableAs(Command):
     options: _Options
     external_location: str | None
     with_data: bool = True
+    if_not_exists: bool = False  # Trino's: an existing table is left as it is, 0 rows
     statement_type: StatementType = StatementType.DML
+    substatement_type: str | None = "CREATE_TABLE_AS_SELECT"
 
     def tables_read(self) -> tuple[TableRef, ...]:
         return self.select.tables
@@ -481,6 +488,8 @@ class CreateTableAs(Command):
         client = _client(context, ref)
         context.service.catalogs.connector(ref.catalog).require_database(ref.database)
         if client.table_exists(ref.database, ref.table):
+            if self.if_not_exists:
+                return _rows_result(WriteResult([], [], 0))
             raise InvalidRequest(f"table {ref} already exists")
         results = execution.output_location.rsplit("/", 1)[0]
         location = (self.external_location or f"{results}/tables/{execution.id}").rstrip("/")
@@ -549,6 +558,7 @@ class InsertInto(Command):
     select: Statement
     columns: tuple[str, ...] | None
     statement_type: StatementType = StatementType.DML
+    substatement_type: str | None = "INSERT"
 
     def tables_read(self) -> tuple[TableRef, ...]:
         return self.select.tables
@@ -742,6 +752,7 @@ class Unload(Command):
     location: str
     options: _Options
     statement_type: StatementType = StatementType.DML
+    substatement_type: str | None = "UNLOAD"
 
     def tables_read(self) -> tuple[TableRef, ...]:
         return self.select.tables
