@@ -379,3 +379,18 @@ def test_text_partitions_a_query_prunes_are_not_read(engine: DuckDbEngine, tmp_p
     assert rows(engine, both, t) == [(1, 1)]
     plan = rows(engine, 'EXPLAIN SELECT id FROM "awsdatacatalog"."db"."t" WHERE day = 1', t)
     assert plan and all(isinstance(line, str) for (line,) in plan)
+
+
+def test_tables_spark_reads_otherwise_are_named(tmp_path: Path) -> None:
+    from lakeward.query.engines.readers import spark_refusal
+
+    header = {"skip.header.line.count": "1"}
+    csv_typed = table("t", tmp_path, [("a", "string"), ("n", "bigint")], CSV)
+    csv_text = table("t", tmp_path, [("a", "string")], CSV)
+    assert "as a string" in str(spark_refusal(csv_typed))
+    assert spark_refusal(csv_text) is None
+    assert "skip.header.line.count" in str(
+        spark_refusal(table("t", tmp_path, [("a", "string")], text_format(), **header))
+    )
+    assert "JsonSerDe" in str(spark_refusal(table("t", tmp_path, [("a", "int")], formats.JSON)))
+    assert spark_refusal(table("t", tmp_path, [("a", "int")], formats.ORC, **header)) is None

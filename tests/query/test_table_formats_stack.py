@@ -303,3 +303,26 @@ def test_collections_in_text_spark_wrote(stack: Settings, spark: Any, spark_tabl
         ["2", "[]", "{s=null, n=null}"],
         ["3", None, None],
     ]
+
+
+def test_the_spark_engine_refuses_what_it_would_read_otherwise(stack: Settings) -> None:
+    """Spark's Hive reader keeps the header line and types OpenCSVSerde columns as strings:
+    a Spark workgroup refuses the raw tables rather than answer 290 rows of text."""
+    client = athena(stack)
+    client.create_work_group(
+        Name="readers-spark", Configuration={"EngineVersion": {"SelectedEngineVersion": "spark"}}
+    )
+    started = client.start_query_execution(
+        QueryString=f"SELECT count(*) FROM {CATALOG}.default.covid_raw_confirmed",
+        WorkGroup="readers-spark",
+        ResultConfiguration={"OutputLocation": "s3://staging/"},
+    )
+    while True:
+        execution = client.get_query_execution(QueryExecutionId=started["QueryExecutionId"])
+        status = execution["QueryExecution"]["Status"]
+        if status["State"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            break
+        time.sleep(0.05)
+    assert status["State"] == "FAILED"
+    assert "skip.header.line.count" in status["StateChangeReason"]
+    assert "DuckDB workgroup" in status["StateChangeReason"]

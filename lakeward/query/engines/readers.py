@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.dataset as pads
 
-from lakeward.errors import QueryFailed
+from lakeward.errors import LakewardError, QueryFailed
 from lakeward.metastore.client import Column
 from lakeward.query.formats import OPENX_JSON_SERDE, TEXT_INPUT
 from lakeward.query.types import (
@@ -723,4 +723,38 @@ def _binary(found: pa.DataType) -> bool:
         pa.types.is_binary(found)
         or pa.types.is_large_binary(found)
         or pa.types.is_fixed_size_binary(found)
+    )
+
+
+# -- what Spark reads otherwise ----------------------------------------------------------------
+
+
+def spark_refusal(table: ResolvedTable) -> str | None:
+    """Why Spark SQL would answer otherwise than Athena over this table, if it would.
+
+    Spark's Hive reader keeps a text file's header and footer lines
+    (``skip.header.line.count`` is not read), types every column of an OpenCSVSerde
+    table as a string, and has no JSON SerDe on its class path.
+    """
+    try:
+        kind = table.format.kind
+    except LakewardError:
+        return None  # a SerDe Spark may have and lakeward does not read: Spark's to say
+    if kind not in ("text", "csv", "json"):
+        return None
+    props = {k.lower(): v for k, v in table.parameters.items()}
+    skipped = [
+        p for p in ("skip.header.line.count", "skip.footer.line.count") if props.get(p, "0") != "0"
+    ]
+    if kind == "json":
+        why = f"Spark has no {table.format.serde} to read it with"
+    elif skipped:
+        why = f"Spark's Hive reader does not skip the lines {skipped[0]} names"
+    elif kind == "csv" and any(c.type.lower() != "string" for c in table.columns):
+        why = "Spark reads every column of an OpenCSVSerde table as a string"
+    else:
+        return None
+    return (
+        f"table {table.ref} cannot be read by the Spark engine as Athena reads it: {why}; "
+        "run the query in a DuckDB workgroup"
     )

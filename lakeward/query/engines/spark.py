@@ -80,6 +80,7 @@ class SparkEngine(Engine):
     def execute(
         self, execution_id: str, sql: str, tables: list[ResolvedTable], limits: Limits
     ) -> EngineResult:
+        _refuse_tables_read_otherwise(tables)
         session = self.session
         context = session.sparkContext
         context.setJobGroup(execution_id, f"lakeward query {execution_id}", interruptOnCancel=True)
@@ -113,6 +114,7 @@ class SparkEngine(Engine):
         through this process, which is what makes Spark the engine of a large CTAS."""
         from lakeward.query.engines import spark_writes
 
+        _refuse_tables_read_otherwise(tables)
         session = self.session
         context = session.sparkContext
         context.setJobGroup(execution_id, f"lakeward write {execution_id}", interruptOnCancel=True)
@@ -141,6 +143,16 @@ _WRAPPERS = re.compile(r"^\[(TASK_WRITE_FAILED|JOB_ABORTED)[^\]]*\]")
 # Advice to change Spark's settings or functions: not the user's to follow.
 _SPARK_ADVICE = re.compile(r"\s+(Use `?'?try_|If necessary set|To return NULL instead)[^\n]*")
 _ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\] [^\n]+")
+
+
+def _refuse_tables_read_otherwise(tables: list[ResolvedTable]) -> None:
+    """A table Spark would read otherwise than Athena (engines/readers.py) is refused."""
+    from lakeward.query.engines.readers import spark_refusal
+
+    for table in tables:
+        refusal = spark_refusal(table)
+        if refusal:
+            raise InvalidRequest(f"NOT_SUPPORTED: {refusal}")
 
 
 def failure_reason(error: Exception) -> str:
