@@ -407,6 +407,7 @@ class MetastoreClient:
         db, name = table.database, table.name
         raw = self._checked(f"{db}.{name}", "get_table", db, name)
         raw.sd.cols = [hive.FieldSchema(c.name, c.type, c.comment) for c in table.columns]
+        raw.sd.location = table.location
         raw.parameters = dict(table.parameters)
         if raw.sd.serdeInfo is not None:
             raw.sd.serdeInfo.parameters = dict(table.serde_parameters)
@@ -466,6 +467,18 @@ class MetastoreClient:
             return all(_same_location(stored.get(tuple(p.values)), p.location) for p in partitions)
 
         self._mutate(database, name, "add_partitions", parts, applied=present)
+
+    def move_partition(self, database: str, name: str, partition: PartitionInfo) -> None:
+        """Point an existing partition (``partition.values``) at ``partition.location``."""
+        what = f"{database}.{name}"
+        raw = self._checked(what, "get_partition", database, name, list(partition.values))
+        raw.sd.location = partition.location
+
+        def moved(client: ThriftHiveMetastore.Client) -> bool:
+            stored = client.get_partition(database, name, list(partition.values))
+            return _same_location(stored.sd.location, partition.location)
+
+        self._mutate(database, name, "alter_partition", database, name, raw, applied=moved)
 
     def drop_partitions(self, database: str, name: str, names: list[str]) -> None:
         """Drop partitions by name (``k=v/k2=v2``) in one metastore transaction; data stays."""

@@ -174,6 +174,19 @@ def test_database_table_and_partitions_end_to_end(stack: Settings, spark: Any) -
         athena, f"ALTER TABLE {table} ADD PARTITION (dt='yesterday', region='us')"
     )
 
+    moved = lake_dir(stack, f"{db}/archive/us-2020-01-02")
+    ok(
+        athena,
+        f"ALTER TABLE {table} PARTITION (dt='2020-01-02', region='us') SET LOCATION '{moved}'",
+    )
+    described = spark.sql(
+        f"DESCRIBE FORMATTED {table} PARTITION (dt='2020-01-02', region='us')"
+    ).collect()
+    assert [r[1] for r in described if r[0] == "Location"][0].endswith("archive/us-2020-01-02")
+    assert "does not exist" in failed(
+        athena,
+        f"ALTER TABLE {table} PARTITION (dt='2021-01-01', region='us') SET LOCATION '{moved}'",
+    )
     ok(athena, f"ALTER TABLE {table} DROP PARTITION (dt='2020-01-01'), PARTITION (dt='2020-01-03')")
     assert spark_partitions(spark, table) == ["dt=2020-01-02/region=us"]
     assert "No partition matches" in failed(
@@ -290,6 +303,9 @@ def test_alter_columns_properties_and_show_create_table(stack: Settings, spark: 
     ]
     assert info.serde_parameters["separatorChar"] == ";"
 
+    cursor.execute(f"ALTER TABLE {table} SET LOCATION '{lake_dir(stack, name + '_v2')}'")
+    described = {r[0]: r[1] for r in spark.sql(f"DESCRIBE FORMATTED {table}").collect()}
+    assert described["Location"].endswith(f"{name}_v2")
     cursor.execute(f"ALTER TABLE {table} REPLACE COLUMNS (id bigint, body string)")
     assert [c.name for c in spark.catalog.listColumns(table)] == ["id", "body"]
     cursor.execute(f"DROP TABLE {table}")

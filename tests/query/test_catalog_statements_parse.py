@@ -10,7 +10,11 @@ from lakeward.query import formats
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql import Statement, parse_statement
 from lakeward.query.statements.catalog.databases import CreateDatabase, DropDatabase
-from lakeward.query.statements.catalog.partitions import AddPartitions, DropPartitions
+from lakeward.query.statements.catalog.partitions import (
+    AddPartitions,
+    DropPartitions,
+    MovePartition,
+)
 from lakeward.query.statements.catalog.reader import unescape
 from lakeward.query.statements.catalog.tables import AlterTable, CreateTable, create_statement
 
@@ -190,7 +194,9 @@ def test_hive_string_escapes() -> None:
             "Iceberg tables are not supported",
         ),
         ("DROP DATABASE x y", "expected the end of the statement, found 'y'"),
-        ("ALTER TABLE t RENAME TO u", "expected ADD, DROP, SET TBLPROPERTIES or REPLACE COLUMNS"),
+        ("ALTER TABLE t RENAME TO u", "column 15: expected ADD, DROP, PARTITION, SET or REPLACE"),
+        ("ALTER TABLE t SET SERDEPROPERTIES ('a'='b')", "column 19: expected TBLPROPERTIES or LOC"),
+        ("ALTER TABLE t PARTITION (p='1') SET 'x'", "expected LOCATION, found ''x''"),
         ("ALTER TABLE t ADD PARTITION (dt=)", "expected a value"),
         ("ALTER TABLE t ADD PARTITION (dt='1', dt='2')", "partition column dt is named twice"),
         ("ALTER TABLE t DROP PARTITION dt='1'", "expected (, found 'dt'"),
@@ -235,6 +241,12 @@ def test_alter_table_statements() -> None:
     columns = parse("ALTER TABLE orders ADD COLUMNS (c int COMMENT 'new', d array<string>)").command
     assert isinstance(columns, AlterTable) and columns.clause == "ADD COLUMNS"
     assert columns.columns == [Column("c", "int", "new"), Column("d", "array<string>")]
+    moved = parse("ALTER TABLE orders SET LOCATION 's3://b/orders2/'").command
+    assert isinstance(moved, AlterTable) and moved.clause == "SET LOCATION"
+    assert moved.location == "s3://b/orders2/"
+    part = parse("ALTER TABLE orders PARTITION (dt='2020-01-01') SET LOCATION 's3://b/x'").command
+    assert isinstance(part, MovePartition)
+    assert (part.spec, part.location) == ([("dt", "2020-01-01")], "s3://b/x")
     replaced = parse("ALTER TABLE orders REPLACE COLUMNS (c bigint)").command
     assert isinstance(replaced, AlterTable) and replaced.clause == "REPLACE COLUMNS"
 

@@ -160,6 +160,30 @@ class DropPartitions(TableCommand):
         return no_rows()
 
 
+@dataclass
+class MovePartition(TableCommand):
+    """ALTER TABLE t PARTITION (...) SET LOCATION '...': one partition read from elsewhere."""
+
+    spec: list[tuple[str, str]] = field(default_factory=list)
+    location: str = ""
+
+    def run(self, context: Context) -> EngineResult:
+        location = lake_location(context, self.location)
+        authorize_table(context, ["glue:UpdatePartition"], self.ref)
+        client = self.metastore(context)
+        table = existing_table(client, self.ref)
+        refuse_view(table, "ALTER TABLE PARTITION SET LOCATION")
+        _partitioned(table)
+        values = full_values(table, self.spec)
+        name = partition_name([k.name for k in table.partition_keys], values)
+        if name not in client.partition_names(self.ref.database, self.ref.table):
+            raise InvalidRequest(
+                f"Partition {name} of {self.ref.database}.{self.ref.table} does not exist"
+            )
+        client.move_partition(self.ref.database, self.ref.table, PartitionInfo(values, location))
+        return no_rows()
+
+
 @claims("ALTER", "TABLE")
 def parse_alter_table(sql: str, cursor: Cursor, names: Names) -> Command:
     reader = Reader(sql, cursor)
@@ -177,6 +201,12 @@ def parse_alter_table(sql: str, cursor: Cursor, names: Names) -> Command:
             reader.fail("expected PARTITION")
         reader.done()
         return add
+    if reader.peek() == "PARTITION":
+        spec = reader.partition_spec()
+        reader.expect_words("SET", "LOCATION")
+        location = reader.string("a quoted location")
+        reader.done()
+        return MovePartition(ref, spec, location)
     if reader.word("DROP"):
         drop = DropPartitions(ref, reader.if_exists())
         drop.specs.append(reader.partition_spec())
@@ -186,7 +216,7 @@ def parse_alter_table(sql: str, cursor: Cursor, names: Names) -> Command:
         reader.done()
         return drop
     if reader.peek() not in ("ADD", "REPLACE", "SET"):
-        reader.fail("expected ADD, DROP, SET TBLPROPERTIES or REPLACE COLUMNS")
+        reader.fail("expected ADD, DROP, PARTITION, SET or REPLACE COLUMNS")
     return parse_alter_definition(reader, ref)
 
 

@@ -351,17 +351,22 @@ def parse_show_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
 class AlterTable(TableCommand):
     """SET TBLPROPERTIES, ADD COLUMNS and REPLACE COLUMNS: one change of the definition."""
 
-    clause: str  # SET TBLPROPERTIES | ADD COLUMNS | REPLACE COLUMNS
+    clause: str  # SET TBLPROPERTIES | ADD COLUMNS | REPLACE COLUMNS | SET LOCATION
     properties: dict[str, str] = field(default_factory=dict)
     columns: list[Column] = field(default_factory=list)
+    location: str = ""
 
     def run(self, context: Context) -> EngineResult:
+        if self.clause == "SET LOCATION":
+            lake_location(context, self.location)  # refused before anything is asked
         authorize_table(context, ["glue:UpdateTable"], self.ref)
         client = self.metastore(context)
         table = existing_table(client, self.ref)
         refuse_view(table, f"ALTER TABLE {self.clause}")
         if self.clause == "SET TBLPROPERTIES":
             changed = replace(table, parameters={**table.parameters, **self.properties})
+        elif self.clause == "SET LOCATION":
+            changed = replace(table, location=lake_location(context, self.location))
         else:
             columns = self.columns
             if self.clause == "ADD COLUMNS":
@@ -388,6 +393,12 @@ def parse_alter_definition(reader: Reader, ref: TableRef) -> Command:
         check_properties(properties)
         reader.done()
         return AlterTable(ref, "SET TBLPROPERTIES", properties=properties)
+    if reader.words("SET", "LOCATION"):
+        location = reader.string("a quoted location")
+        reader.done()
+        return AlterTable(ref, "SET LOCATION", location=location)
+    if reader.word("SET"):
+        reader.fail("expected TBLPROPERTIES or LOCATION")
     clause = reader.expect("ADD", "REPLACE")
     reader.expect("COLUMNS")
     columns = reader.columns()
