@@ -535,3 +535,54 @@ def test_boto3_and_pyathena_see_athenas_ctas_result(stack: Settings) -> None:
     assert cursor.rowcount == count  # PyAthena's, from UpdateCount of an INSERT
     cursor.execute(f"SELECT count(*) FROM {name}")
     assert cursor.fetchall() == [(2 * count,)]
+
+
+def test_the_data_engineer_writes_tables_only_when_granted(stack: Settings) -> None:
+    """The seed's data engineer, through the API with its own keys, under real policies."""
+    from lakeward.access.arns import glue_catalog_arn, glue_database_arn, glue_table_arn
+    from tests.helpers import lakeward
+    from tests.query.test_catalog_statements import CATALOG, client_for, ok
+    from tests.query.test_catalog_statements import failed as api_failed
+
+    creds = json.loads(
+        lakeward("secrets", "get", "DataEngineerUserCreds", data_dir=stack.data_dir).stdout
+    )
+    engineer = client_for(stack, creds["access_key_id"], creds["secret_access_key"])
+    name = unique("ctas_engineer")
+    select = f"SELECT country, confirmed FROM {SOURCE}"
+    ctas = f"CREATE TABLE default.{name} AS {select}"
+    reason = api_failed(engineer, ctas)
+    assert "glue:CreateTable" in reason and "de_user" in reason
+    with MetastoreClient(metastore_uris(stack)) as client:
+        assert not client.table_exists("default", name)
+
+    policy = unique("CtasAllowed")
+    document = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": ["glue:CreateTable"],
+                "Resource": [
+                    glue_catalog_arn(CATALOG),
+                    glue_database_arn(CATALOG, "default"),
+                    glue_table_arn(CATALOG, "default", name),
+                ],
+            }
+        ],
+    }
+    iam = {"data_dir": stack.data_dir}
+    lakeward("iam", "create-policy", "--policy", policy, "--document", json.dumps(document), **iam)
+    lakeward("iam", "attach-user-policy", "--user", "de_user", "--policy", policy, **iam)
+    try:
+        made = ok(engineer, ctas)
+        assert made["columns"] == ["rows"] and int(made["rows"][1][0]) > 1000
+        # INSERT needs glue:UpdateTable, which the policy does not give.
+        insert = f"INSERT INTO default.{name} {select}"
+        assert "glue:UpdateTable" in api_failed(engineer, insert)
+        counted = ok(engineer, f"SELECT count(*) FROM default.{name}")["rows"][1][0]
+        assert counted == made["rows"][1][0]  # the refused INSERT added nothing
+    finally:
+        lakeward("iam", "detach-user-policy", "--user", "de_user", "--policy", policy, **iam)
+    with MetastoreClient(metastore_uris(stack)) as client:
+        assert client.table_exists("default", name)

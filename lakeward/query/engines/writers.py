@@ -46,8 +46,13 @@ COMPRESSIONS: dict[WriteFormat, tuple[Compression, tuple[Compression, ...]]] = {
     "text": ("gzip", ("gzip", "bzip2", "zstd", "none")),
 }
 _STREAM_CODECS = {"gzip": ("gzip", ".gz"), "bzip2": ("bz2", ".bz2"), "zstd": ("zstd", ".zst")}
-_ORC_CODECS = {"none": "UNCOMPRESSED", "zlib": "ZLIB", "snappy": "SNAPPY", "zstd": "ZSTD"}
-_ORC_CODECS["lz4"] = "LZ4"
+_ORC_CODECS = {
+    "none": "UNCOMPRESSED",
+    "zlib": "ZLIB",
+    "snappy": "SNAPPY",
+    "zstd": "ZSTD",
+    "lz4": "LZ4",
+}
 # Athena types a Hive table cannot hold: Athena refuses a CTAS of them.
 _NOT_STORABLE = ("time", "interval", "timestamp with time zone", "unknown", "json")
 # Hive's FileUtils.escapePathName: these and control characters become %XX.
@@ -247,7 +252,7 @@ class _File:
         self.duck.register("batch", batch)
         try:
             lines = self.duck.sql("SELECT to_json(batch)::VARCHAR AS line FROM batch")
-            return lines.fetch_arrow_table()["line"].combine_chunks()
+            return lines.to_arrow_table()["line"].combine_chunks()
         finally:
             self.duck.unregister("batch")
 

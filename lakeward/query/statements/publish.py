@@ -193,7 +193,8 @@ def _undo(
         # Only the table this write made: one made meanwhile by someone else (the
         # create then failed) is elsewhere, as every CTAS writes its own location.
         if table is not None and _same(table.location, location):
-            client.drop_table(ref.database, ref.table)
+            with contextlib.suppress(TableNotFound):  # dropped meanwhile by another process
+                client.drop_table(ref.database, ref.table)
     with table_lock(settings, location, shared=False):
         for bucket, key in objects:
             with contextlib.suppress(ObjectNotFound):  # not published when the write stopped

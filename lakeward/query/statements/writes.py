@@ -60,8 +60,14 @@ if TYPE_CHECKING:
     from lakeward.query.sql import Cursor, Names, Statement
 
 ROWS_COLUMN = "rows"  # Trino's (and Athena's) one result column of CTAS and INSERT
-_KINDS: dict[str, WriteFormat] = {"parquet": "parquet", "orc": "orc", "json": "json"}
-_KINDS["text"] = "text"
+# The table formats (formats.TableFormat.kind) lakeward writes: not OpenCSVSerde, not Avro.
+_KINDS: dict[str, WriteFormat] = {
+    "parquet": "parquet",
+    "orc": "orc",
+    "json": "json",
+    "text": "text",
+}
+_COMPRESSION_NAMES = ("write_compression", "parquet_compression", "orc_compression")
 _COMPRESSION_PARAMETER = {
     "parquet": "parquet.compression",
     "orc": "orc.compress",
@@ -220,9 +226,6 @@ def _ctas_options(props: dict[str, Any]) -> _Options:
         _partition_names(props),
         _delimiter(props, kind),
     )
-
-
-_COMPRESSION_NAMES = ("write_compression", "parquet_compression", "orc_compression")
 
 
 def _data_tail(cursor: Cursor) -> tuple[int, bool]:
