@@ -51,6 +51,14 @@ def metastore(stack: Settings) -> Iterator[MetastoreClient]:
             client.drop_database(DB, cascade=True)
 
 
+@pytest.fixture(autouse=True)
+def no_views_left(metastore: MetastoreClient) -> Iterator[None]:
+    """Each test starts with no view in the database, whatever the one before it left."""
+    yield
+    for name in metastore.views(DB):
+        metastore.drop_table(DB, name)
+
+
 @pytest.fixture(scope="module")
 def service(
     stack: Settings, metastore: MetastoreClient, tmp_path_factory: pytest.TempPathFactory
@@ -211,6 +219,8 @@ def test_a_spark_session_reads_the_views_with_lakewards_rows(
         # A session with Spark's own settings (not ANSI): the view carries the engine's.
         assert spark.conf.get("spark.sql.ansi.enabled") == "false"
         assert spark_rows(spark, query) == duckdb, name
+    plan = rows(service, "EXPLAIN SELECT * FROM thousands_top")  # the plan of the views' SQL
+    assert "2020-12-31" in "\n".join(r[0] or "" for r in plan)
     italy = rows(service, f"SELECT thousands FROM {DB}.thousands WHERE country = 'Italy'")
     assert italy == [[str(int(ITALY_1231) // 1000)]]
     joined = rows(service, "SELECT deaths FROM with_cte WHERE country = 'Italy'")

@@ -82,8 +82,8 @@ class View:
             "catalog": self.catalog,
             "schema": self.schema,
             "columns": [{"name": c.name, "type": c.type} for c in self.columns],
-            "owner": "lakeward",
-            "runAsInvoker": False,
+            # Read with its reader's rights, as lakeward reads it (Trino: SECURITY INVOKER).
+            "runAsInvoker": True,
         }
         if self.comment is not None:
             data["comment"] = self.comment
