@@ -394,3 +394,22 @@ def test_tables_spark_reads_otherwise_are_named(tmp_path: Path) -> None:
     )
     assert "JsonSerDe" in str(spark_refusal(table("t", tmp_path, [("a", "int")], formats.JSON)))
     assert spark_refusal(table("t", tmp_path, [("a", "int")], formats.ORC, **header)) is None
+
+
+def test_hadoop_snappy_and_deflate_files(engine: DuckDbEngine, tmp_path: Path) -> None:
+    import zlib
+
+    def hadoop_snappy(data: bytes, chunk: int) -> bytes:
+        # Hadoop's BlockCompressorStream: a block's length, then (length, snappy) chunks.
+        out = len(data).to_bytes(4, "big")
+        for start in range(0, len(data), chunk):
+            compressed = pa.compress(data[start : start + chunk], "snappy", asbytes=True)
+            out += len(compressed).to_bytes(4, "big") + compressed
+        return out
+
+    lines = "".join(f"{i}\x01row {i}\n" for i in range(1000)).encode()
+    put(tmp_path / "t/part-0.snappy", hadoop_snappy(lines, 4096))
+    put(tmp_path / "t/part-1.deflate", zlib.compress(b"1000\x01deflated\n"))
+    t = table("t", tmp_path / "t", [("id", "int"), ("name", "string")], text_format())
+    sql = 'SELECT count(*), max(id), max_by(name, id) FROM "awsdatacatalog"."db"."t"'
+    assert rows(engine, sql, t) == [(1001, 1000, "deflated")]
