@@ -187,6 +187,15 @@ def test_or_replace_and_views_of_views_through_pyathena(
     confirmed = cursor.fetchall()
     cursor.execute("SELECT n FROM year_end WHERE country = 'Italy'")  # reads the new by_day
     assert cursor.fetchall() == confirmed != [(int(ITALY_1231),)]
+    # SQLAlchemy's inspector finds views by their table type in ListTableMetadata.
+    from sqlalchemy import create_engine, inspect
+
+    url = (
+        "awsathena+rest://{aws_access_key_id}:{aws_secret_access_key}@athena.us-east-1."
+        "amazonaws.com:443/{database}?s3_staging_dir=s3%3A%2F%2Fstaging%2F&catalog_name="
+        "{catalog}&endpoint_url={endpoint}&poll_interval=0.05"
+    ).format(endpoint=endpoint(stack), database=DB, catalog=CATALOG, **credentials(stack))
+    assert sorted(inspect(create_engine(url)).get_view_names(schema=DB)) == ["by_day", "year_end"]
     cursor.execute("DROP VIEW year_end")
     cursor.execute("DROP VIEW by_day")
     assert metastore.views(DB) == []
