@@ -346,6 +346,7 @@ def test_refused_writes_change_nothing(service: QueryService, metastore: Metasto
         (f"CREATE TABLE {other} WITH (format = 'AVRO') AS SELECT 1 a", "AVRO"),
         (f"CREATE TABLE {other} WITH (bucket_count = 4) AS SELECT 1 a", "bucket"),
         (f"CREATE TABLE {other} WITH (write_compression = 'LZO') AS SELECT 1 a", "LZO"),
+        (f"CREATE TABLE {other} AS SELECT count(*) FROM {SOURCE}", "not specified at position 1"),
     ):
         with pytest.raises(InvalidRequest, match=message):
             service.start_query_execution(sql)

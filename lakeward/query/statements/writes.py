@@ -265,9 +265,23 @@ def parse_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
     cursor.expect("AS")
     end, with_data = _data_tail(cursor)
     select = _query(sql, cursor, end, names)
+    _check_named(select)
     options = _ctas_options(props)
     location = _string_property(props, "external_location")
     return CreateTableAs(table, select, options, location, with_data, if_not_exists)
+
+
+def _check_named(select: Statement) -> None:
+    """A table's columns need names: Trino's refusal of an unnamed expression."""
+    tree = select._ast
+    while isinstance(tree, (exp.SetOperation, exp.Subquery)):
+        tree = tree.left if isinstance(tree, exp.SetOperation) else tree.this
+    if isinstance(tree, exp.Values):
+        raise InvalidRequest("Column name not specified at position 1 (name the VALUES' columns)")
+    if isinstance(tree, exp.Select):
+        for position, item in enumerate(tree.expressions, 1):
+            if not isinstance(item, (exp.Alias, exp.Column, exp.Star)):
+                raise InvalidRequest(f"Column name not specified at position {position}")
 
 
 def _without_as(cursor: Cursor) -> bool:
