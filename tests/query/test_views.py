@@ -138,6 +138,8 @@ def test_create_read_show_describe_and_drop_a_view_through_boto3(
         [ITALY_0910]
     ]
     assert athena_run(athena, f"SHOW VIEWS IN {DB}") == [["italy"]]
+    assert athena_run(athena, "SHOW VIEWS LIKE 'spain|ita*'") == [["italy"]]
+    assert athena_run(athena, "SHOW VIEWS LIKE 'it'") == []
     assert ["italy"] in athena_run(athena, f"SHOW TABLES IN {DB}")  # Athena lists views too
     assert athena_run(athena, "DESCRIBE italy") == [["date\tdate"], ["deaths\tbigint"]]
     created = athena_run(athena, "SHOW CREATE VIEW italy")
