@@ -413,3 +413,19 @@ def test_hadoop_snappy_and_deflate_files(engine: DuckDbEngine, tmp_path: Path) -
     t = table("t", tmp_path / "t", [("id", "int"), ("name", "string")], text_format())
     sql = 'SELECT count(*), max(id), max_by(name, id) FROM "awsdatacatalog"."db"."t"'
     assert rows(engine, sql, t) == [(1001, 1000, "deflated")]
+
+
+def test_footer_lines_and_hive_json_ignoring_no_malformed_line(
+    engine: DuckDbEngine, tmp_path: Path
+) -> None:
+    put(tmp_path / "t/a.txt", "header\n1\n2\ntotal: 2\n")
+    footed = table("t", tmp_path / "t", [("id", "int")], text_format(),
+                   **{"skip.header.line.count": "1", "skip.footer.line.count": "1"})  # fmt: skip
+    assert rows(engine, 'SELECT id FROM "awsdatacatalog"."db"."t"', footed) == [(1,), (2,)]
+    # ignore.malformed.json is OpenX's: Hive's JsonSerDe fails on the line as Athena does.
+    bad = put(tmp_path / "j/a.json", '{"id": 1}\nnot json\n')
+    hive = TableFormat(formats.TEXT_INPUT, formats.TEXT_OUTPUT, formats.HIVE_JSON_SERDE,
+                       {"ignore.malformed.json": "true"})  # fmt: skip
+    with pytest.raises(QueryFailed, match=f"{bad} line 2"):
+        run(engine, 'SELECT * FROM "awsdatacatalog"."db"."j"',
+            table("j", tmp_path / "j", [("id", "int")], hive))  # fmt: skip
