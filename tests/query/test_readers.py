@@ -429,3 +429,27 @@ def test_footer_lines_and_hive_json_ignoring_no_malformed_line(
     with pytest.raises(QueryFailed, match=f"{bad} line 2"):
         run(engine, 'SELECT * FROM "awsdatacatalog"."db"."j"',
             table("j", tmp_path / "j", [("id", "int")], hive))  # fmt: skip
+
+
+def test_a_text_file_is_parsed_once_per_version(
+    engine: DuckDbEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lakeward.query.engines import readers
+
+    parsed: list[str] = []
+    read_file = readers._read_file
+
+    def counting(filesystem: object, path: str, *args: object) -> object:
+        parsed.append(path)
+        return read_file(filesystem, path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(readers, "_read_file", counting)
+    data = put(tmp_path / "t/a.txt", "1\n2\n")
+    t = table("t", tmp_path / "t", [("id", "int")], text_format())
+    sql = 'SELECT sum(id) FROM "awsdatacatalog"."db"."t"'
+    assert rows(engine, sql, t) == [(3,)]
+    assert rows(engine, sql, t) == [(3,)]
+    assert parsed == [str(data)]
+    put(data, "1\n2\n30\n")  # rewritten: read anew
+    assert rows(engine, sql, t) == [(33,)]
+    assert parsed == [str(data), str(data)]

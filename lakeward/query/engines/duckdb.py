@@ -48,6 +48,7 @@ from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTa
 from lakeward.query.engines.conform import Conformer
 from lakeward.query.engines.pool import Connection, ConnectionPool, close
 from lakeward.query.engines.readers import (
+    ParsedFiles,
     TextLayout,
     read_text,
     text_column_check,
@@ -109,6 +110,7 @@ class DuckDbEngine(Engine):
         # execution has ended, so a query's result is not held up by it.
         self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duckdb-pool")
         self._described: OrderedDict[tuple[str, tuple[int, ...]], dict[str, str]] = OrderedDict()
+        self._parsed = ParsedFiles()  # text files' rows, kept per file version
         self._runs: dict[str, _Run] = {}
         # Reentrant: a result dropped unread closes its execution from the garbage
         # collector, in whatever thread it runs, possibly one holding the lock.
@@ -264,7 +266,8 @@ class DuckDbEngine(Engine):
             def load(check: Callable[[], None], read: list[DataFile]) -> Any:
                 # A dataset, not the table: DuckDB pushes filters into a dataset's scan,
                 # so the plan shows which partitions a query reads (bytes scanned).
-                return pads.dataset(read_text(filesystem, read, table, layout, check))
+                parsed = read_text(filesystem, read, table, layout, check, self._parsed)
+                return pads.dataset(parsed)
 
             return Source(table, files, load=load, layout=layout)
         except (OSError, pa.ArrowException) as exc:
@@ -305,7 +308,7 @@ class DuckDbEngine(Engine):
                     f"{table.location}"
                 )
             found = _list_files(filesystem, where, [])
-            files.extend(DataFile(f.path, f.size, values) for f in found)
+            files.extend(DataFile(f.path, f.size, values, f.mtime_ns) for f in found)
             if not where.startswith(root.rstrip("/") + "/"):
                 dirs.append(where)
         return sorted(files, key=lambda f: f.path), dirs
@@ -450,7 +453,7 @@ def _list_files(filesystem: pafs.FileSystem, root: str, keys: list[str]) -> list
         ):
             continue  # outside the partition directories: Hive ignores it
         values = tuple(None if p[2] == HIVE_NULL else unquote(p[2]) for p in pairs)
-        files.append(DataFile(info.path, info.size, values))
+        files.append(DataFile(info.path, info.size, values, info.mtime_ns))
     return sorted(files, key=lambda f: f.path)
 
 

@@ -28,8 +28,10 @@ import codecs
 import csv
 import json
 import re
+import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from lakeward.query.engines.base import ResolvedTable
     from lakeward.query.engines.scanned import DataFile
 
+PARSED_BYTES = 256 * 1024 * 1024  # text files' rows kept between queries
 FILE_COLUMN = "__lakeward_file"  # text tables: where each row came from, for errors
 LINE_COLUMN = "__lakeward_line"
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -266,53 +269,109 @@ def _lines(filesystem: pafs.FileSystem, path: str, layout: TextLayout) -> Iterat
         yield number + 1, lines[number]
 
 
+class ParsedFiles:
+    """Text files' rows as parsed, kept per file version (path, size, time written) and
+    table layout, the least recently used dropped beyond ``max_bytes``: a raw zone queried
+    again is not parsed again."""
+
+    def __init__(self, max_bytes: int = PARSED_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._tables: OrderedDict[Hashable, pa.Table] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> pa.Table | None:
+        with self._lock:
+            found = self._tables.get(key)
+            if found is not None:
+                self._tables.move_to_end(key)
+            return found
+
+    def put(self, key: Hashable, rows: pa.Table) -> None:
+        with self._lock:
+            if key in self._tables or rows.nbytes > self.max_bytes:
+                return
+            self._tables[key] = rows
+            self._bytes += rows.nbytes
+            while self._bytes > self.max_bytes:
+                _, dropped = self._tables.popitem(last=False)
+                self._bytes -= dropped.nbytes
+
+
 def read_text(
     filesystem: pafs.FileSystem,
     files: list[DataFile],
     table: ResolvedTable,
     layout: TextLayout,
     check: Callable[[], None],
+    cache: ParsedFiles | None = None,
 ) -> pa.Table:
     """A text table's rows: its columns as text (JSON: typed), its partition keys, and
     the file and line each row came from."""
     columns = table.columns
     names = [c.name.lower() for c in columns]
-    keys = table.partition_keys
     if layout.kind == "json":
         types = [parse_hive_type(c.type) for c in columns]
         arrow_types = [_arrow_type(t) for t in types]
     else:
-        for column in columns:
-            text_column_check(column, layout)
+        types = [text_column_check(column, layout) for column in columns]
         arrow_types = [pa.string()] * len(columns)
-    data: list[list[Any]] = [[] for _ in columns]
-    partition_values: list[list[str | None]] = [[] for _ in keys]
-    origin: list[str] = []
-    line_numbers: list[int] = []
+    signature = (layout, tuple((c.name.lower(), c.type) for c in columns))
+    keys = table.partition_keys
+    schema = pa.schema(
+        [
+            *zip(names, arrow_types, strict=True),
+            *((k.name.lower(), arrow_type_of_hive(k.type)) for k in keys),
+            (FILE_COLUMN, pa.dictionary(pa.int32(), pa.string())),
+            (LINE_COLUMN, pa.int64()),
+        ]
+    )
+    parts = []
     for file in files:
         check()
-        rows = 0
-        for number, line in _lines(filesystem, file.path, layout):
-            if layout.kind == "json":
-                fields = _json_fields(line, names, types, layout, file.path, number)
-            elif layout.kind == "csv":
-                fields = _csv_fields(line, len(names), layout)
-            else:
-                fields = _text_fields(line, len(names), layout)
-            for values, value in zip(data, fields, strict=True):
-                values.append(value)
-            line_numbers.append(number)
-            rows += 1
-        for values, value in zip(partition_values, file.partition, strict=True):
-            values.extend([value] * rows)
-        origin.extend([file.path] * rows)
+        key = None if file.mtime_ns is None else (file.path, file.size, file.mtime_ns, signature)
+        rows = None if cache is None or key is None else cache.get(key)
+        if rows is None:
+            rows = _read_file(filesystem, file.path, names, types, arrow_types, layout)
+            if cache is not None and key is not None:
+                cache.put(key, rows)
+        count = rows.num_rows
+        arrays = rows.columns[: len(names)]
+        values = zip(keys, file.partition, strict=True)
+        partition = [_partition_array(k, [v] * count) for k, v in values]
+        parts.append(pa.table([*arrays, *partition, *rows.columns[len(names) :]], schema=schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _read_file(
+    filesystem: pafs.FileSystem,
+    path: str,
+    names: list[str],
+    types: list[HiveType],
+    arrow_types: list[pa.DataType],
+    layout: TextLayout,
+) -> pa.Table:
+    """One file's rows: its fields (text, or typed from JSON), and each row's line."""
+    data: list[list[Any]] = [[] for _ in names]
+    line_numbers: list[int] = []
+    for number, line in _lines(filesystem, path, layout):
+        if layout.kind == "json":
+            fields = _json_fields(line, names, types, layout, path, number)
+        elif layout.kind == "csv":
+            fields = _csv_fields(line, len(names), layout)
+        else:
+            fields = _text_fields(line, len(names), layout)
+        for values, value in zip(data, fields, strict=True):
+            values.append(value)
+        line_numbers.append(number)
     arrays = [pa.array(v, type=t) for v, t in zip(data, arrow_types, strict=True)]
-    for key, values in zip(keys, partition_values, strict=True):
-        arrays.append(_partition_array(key, values))
-    arrays.append(pa.array(origin, pa.string()).dictionary_encode())
-    arrays.append(pa.array(line_numbers, pa.int64()))
-    names = [*names, *(k.name.lower() for k in keys), FILE_COLUMN, LINE_COLUMN]
-    return pa.Table.from_arrays(arrays, names=names)
+    origin = pa.DictionaryArray.from_arrays(
+        pa.array([0] * len(line_numbers), pa.int32()), pa.array([path], pa.string())
+    )
+    return pa.Table.from_arrays(
+        [*arrays, origin, pa.array(line_numbers, pa.int64())],
+        names=[*names, FILE_COLUMN, LINE_COLUMN],
+    )
 
 
 def _partition_array(key: Column, values: list[str | None]) -> pa.Array:

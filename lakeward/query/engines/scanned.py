@@ -27,6 +27,7 @@ class DataFile:
     path: str
     size: int
     partition: tuple[str | None, ...]  # the partition keys' values, from its directories
+    mtime_ns: int | None = None  # when it was last written, if the storage says
 
 
 @dataclass
