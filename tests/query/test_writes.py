@@ -244,6 +244,27 @@ def test_ctas_formats_write_what_their_serde_reads(
         assert read_back == expected, kind  # and lakeward's reader of the format reads them
 
 
+def test_insert_into_a_text_table_writes_as_its_serde_reads(
+    service: QueryService, metastore: MetastoreClient
+) -> None:
+    name = unique("text_target")
+    place = f"{service.settings.lake_root}/{service.settings.lake.data_bucket}/{name}"
+    made = finish(
+        service,
+        f"CREATE EXTERNAL TABLE {name} (a int, b string) ROW FORMAT DELIMITED "
+        f"FIELDS TERMINATED BY '|' NULL DEFINED AS 'NA' STORED AS TEXTFILE LOCATION '{place}'",
+    )
+    assert made.state == QueryState.SUCCEEDED, made.state_change_reason
+    inserted = finish(service, f"INSERT INTO {name} VALUES (1, 'x'), (NULL, NULL)")
+    assert inserted.state == QueryState.SUCCEEDED, inserted.state_change_reason
+    files = lake_files(service, place)
+    assert len(files) == 1 and files[0].endswith(".txt.gz")
+    text = gzip.decompress((local(place) / Path(files[0]).name).read_bytes()).decode()
+    assert text.splitlines() == ["1|x", "NA|NA"]
+    _, rows = run(service, f"SELECT a, b FROM {name} ORDER BY a")
+    assert rows == [["1", "x"], [None, None]]
+
+
 def test_ctas_with_no_data_makes_an_empty_table_of_the_query_types(
     service: QueryService, metastore: MetastoreClient
 ) -> None:
@@ -292,6 +313,9 @@ def test_unload_writes_files_and_no_table(
     assert data.num_rows == int(str(counted[0][0]))
     assert data.column_names == ["country", "date", "confirmed"]
     assert set(metastore.tables("default")) == tables
+    page = service.get_query_results(execution.id)  # no rows; UpdateCount the rows written
+    assert page.update_count == data.num_rows and page.columns == []
+    assert execution.substatement_type == "UNLOAD"
 
     # The target is not empty any more: a second UNLOAD is refused and adds nothing.
     again = failed(service, f"UNLOAD ({query}) TO '{target}' WITH (format = 'JSON')")

@@ -74,6 +74,7 @@ class WriteTarget:
     prefix: str = ""
     columns: tuple[str, ...] | None = None  # names the files give the columns, in order;
     # None: the SELECT's own (INSERT INTO writes the target table's names)
+    null_format: str = "\\N"  # text only: how NULL is written (serialization.null.format)
 
 
 @dataclass(frozen=True)

@@ -207,6 +207,7 @@ class _File:
     format: WriteFormat
     compression: Compression
     delimiter: str
+    null_format: str = TEXT_NULL
     rows: int = 0
     writer: Any = None
     stream: Any = None
@@ -223,7 +224,13 @@ class _File:
         path = os.path.join(target.directory, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return cls(
-            path, relative, values, target.format, target.compression, target.field_delimiter
+            path,
+            relative,
+            values,
+            target.format,
+            target.compression,
+            target.field_delimiter,
+            target.null_format,
         )
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -242,7 +249,10 @@ class _File:
                 if self.compression != "none":
                     stream_codec = _STREAM_CODECS[self.compression][0]
                 self.stream = pa.output_stream(self.path, compression=stream_codec)
-            lines = self._json(batch) if self.format == "json" else _text(batch, self.delimiter)
+            if self.format == "json":
+                lines = self._json(batch)
+            else:
+                lines = _text(batch, self.delimiter, self.null_format)
             self.stream.write(("\n".join(lines.to_pylist()) + "\n").encode())
         self.rows += batch.num_rows
 
@@ -266,7 +276,7 @@ class _File:
         return WrittenFile(self.relative, os.path.getsize(self.path), self.rows, self.partition)
 
 
-def _text(batch: pa.RecordBatch, delimiter: str) -> pa.Array:
+def _text(batch: pa.RecordBatch, delimiter: str, null_format: str) -> pa.Array:
     texts = []
     for name, values in zip(batch.schema.names, batch.columns, strict=True):
         if pa.types.is_nested(values.type) or pa.types.is_binary(values.type):
@@ -274,7 +284,7 @@ def _text(batch: pa.RecordBatch, delimiter: str) -> pa.Array:
                 f"column {name}: TEXTFILE tables written by lakeward hold no {values.type} "
                 "values; use PARQUET, ORC or JSON"
             )
-        texts.append(pc.fill_null(pc.cast(values, pa.string()), TEXT_NULL))
+        texts.append(pc.fill_null(pc.cast(values, pa.string()), null_format))
     if len(texts) == 1:
         return texts[0]
     joined: pa.Array = pc.binary_join_element_wise(*texts, delimiter)

@@ -41,8 +41,10 @@ from lakeward.query.engines.base import (
     WriteResult,
     WriteTarget,
 )
+from lakeward.query.engines.readers import _hive_byte as hive_byte
 from lakeward.query.engines.writers import (
     HIVE_NULL,
+    TEXT_NULL,
     compression_of,
     hive_columns,
     partition_directory,
@@ -187,6 +189,7 @@ class _Options:
     compression: Compression
     partitioned_by: tuple[str, ...] = ()
     delimiter: str = "\x01"
+    null_format: str = TEXT_NULL
 
     def serde_parameters(self) -> dict[str, str]:
         parameters = dict(self.table_format.serde_parameters)
@@ -398,6 +401,7 @@ class _Writing:
             self.options.delimiter,
             prefix=f"{execution.id}_",
             columns=self.columns,
+            null_format=self.options.null_format,
         )
         return plan.engine.write(execution.id, plan.sql, plan.tables, plan.limits, target)
 
@@ -660,13 +664,19 @@ class InsertInto(Command):
             compression = compression_of(write_kind, stored)
         except InvalidRequest:
             compression = compression_of(write_kind, None)
-        delimiter = info.serde_parameters.get("field.delim", "\x01")
+        parameters = info.serde_parameters
         return _Options(
             table_format,
             write_kind,
             compression,
             tuple(k.name for k in info.partition_keys),
-            delimiter,
+            # As Hive reads it: field.delim, else serialization.format ("1" is ^A), else ^A.
+            hive_byte(
+                parameters.get("field.delim", parameters.get("serialization.format")),
+                "\x01",
+                "field.delim",
+            ),
+            parameters.get("serialization.null.format", TEXT_NULL),
         )
 
     def _select(self, context: Context, info: TableInfo) -> Statement:
