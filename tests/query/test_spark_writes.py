@@ -8,13 +8,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from lakeward.config import Settings
 from lakeward.errors import QueryFailed
-from lakeward.query.engines.base import Limits, WriteTarget
+from lakeward.query.engines.base import Limits, ResolvedTable, WriteTarget
 from lakeward.query.engines.spark import SparkEngine
+from lakeward.query.model import TableRef
 
 pytestmark = pytest.mark.spark
 
@@ -141,3 +143,36 @@ def test_a_failed_write_says_why_in_the_user_s_terms(engine: SparkEngine, tmp_pa
         )
     assert str(failure.value).startswith("[ARITHMETIC_OVERFLOW] long overflow")
     assert "try_multiply" not in str(failure.value) and "ansi" not in str(failure.value)
+
+
+def test_files_added_to_a_table_are_read_by_the_next_query(
+    engine: SparkEngine, spark: Any, tmp_path: Path
+) -> None:
+    # An INSERT INTO adds files to an unpartitioned table's directory; Spark keeps a
+    # table's file list from one query to the next unless told.
+    pq.write_table(pa.table({"x": pa.array([1], pa.int32())}), tmp_path / "one.parquet")
+    name = f"spark_added_{uuid.uuid4().hex[:8]}"
+    spark.sql(
+        f"CREATE EXTERNAL TABLE default.{name} (x int) STORED AS PARQUET "
+        f"LOCATION '{tmp_path.as_uri()}'"
+    )
+    table = ResolvedTable(TableRef("demo_hive_metastore", "default", name), tmp_path.as_uri(), [])
+
+    def total() -> list[dict[str, Any]]:
+        sql = f"SELECT count(*) AS n, sum(x) AS s FROM `default`.`{name}`"
+        result = engine.execute("read-test", sql, [table], Limits())
+        return [row for batch in result.batches for row in batch.to_pylist()]
+
+    try:
+        assert total() == [{"n": 1, "s": 1}]
+        pq.write_table(pa.table({"x": pa.array([2], pa.int32())}), tmp_path / "two.parquet")
+        assert total() == [{"n": 2, "s": 3}]
+    finally:
+        spark.sql(f"DROP TABLE default.{name}")
+
+
+def test_writes_need_a_local_master(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, spark={"master": "spark://cluster:7077"})
+    target = WriteTarget(str(tmp_path / "staged"))
+    with pytest.raises(QueryFailed, match="local master only, not on spark://cluster:7077"):
+        SparkEngine(settings).write("x", "SELECT 1 AS a", [], Limits(), target)

@@ -85,6 +85,7 @@ class SparkEngine(Engine):
         context = session.sparkContext
         context.setJobGroup(execution_id, f"lakeward query {execution_id}", interruptOnCancel=True)
         try:
+            self._refresh(tables)
             frame = session.sql(sql)
             batches: list[pa.RecordBatch] = frame._collect_as_arrow()
         except Exception as error:
@@ -114,11 +115,19 @@ class SparkEngine(Engine):
         through this process, which is what makes Spark the engine of a large CTAS."""
         from lakeward.query.engines import spark_writes
 
+        if not self.settings.spark.master.startswith("local"):
+            # The staging directory is this machine's: a cluster's executors could not
+            # write into it.
+            raise QueryFailed(
+                f"the Spark engine writes tables on a local master only, not on "
+                f"{self.settings.spark.master}; run this statement in a DuckDB workgroup"
+            )
         _refuse_tables_read_otherwise(tables)
         session = self.session
         context = session.sparkContext
         context.setJobGroup(execution_id, f"lakeward write {execution_id}", interruptOnCancel=True)
         try:
+            self._refresh(tables)
             return spark_writes.write(session, sql, target)
         except LakewardError:
             raise
@@ -126,6 +135,13 @@ class SparkEngine(Engine):
             raise QueryFailed(failure_reason(error)) from None
         finally:
             context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def _refresh(self, tables: list[ResolvedTable]) -> None:
+        """Forget what the session knows of the tables read: Spark keeps a table's list of
+        files from one query to the next, and would not see files added since (an INSERT
+        INTO by any engine or process)."""
+        for table in tables:
+            self.session.catalog.refreshTable(self.table_name(table.ref))
 
     def interrupt(self, execution_id: str) -> None:
         if self._session is not None:
