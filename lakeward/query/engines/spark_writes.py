@@ -3,7 +3,8 @@
 The DuckDB engine's rows pass through lakeward's Arrow writers; Spark's need not pass
 through this process at all. Spark's DataFrame writer makes the files in the statement's
 staging directory (``WriteTarget.directory``, which no reader lists), and the statement
-publishes them as it publishes the DuckDB engine's. What Spark writes is what the Arrow
+publishes them as it publishes the DuckDB engine's (imported by the Spark engine only:
+it needs PySpark). What Spark writes is what the Arrow
 writers write for the same statement, so that a table is the same whichever engine
 made it:
 
@@ -31,6 +32,17 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    MapType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from lakeward.errors import InvalidRequest, QueryFailed
 from lakeward.query.engines.base import WriteResult, WriteTarget, WrittenFile
@@ -40,7 +52,6 @@ from lakeward.storage.paths import local_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import DataType
 
 NULL_TEXT = "\\N"  # LazySimpleSerDe's serialization.null.format
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -55,7 +66,7 @@ _CODECS: dict[str, dict[str, str | None]] = {
         "gzip": "gzip",
         "zstd": "zstd",
         "lz4": "lz4raw",
-    },  # fmt: skip
+    },
     "orc": {
         "none": "none",
         "snappy": "snappy",
@@ -63,25 +74,19 @@ _CODECS: dict[str, dict[str, str | None]] = {
         "gzip": "zlib",
         "zstd": "zstd",
         "lz4": "lz4",
-    },  # fmt: skip
-    "text": {
-        "none": "none",
-        "gzip": "gzip",
-        "bzip2": "bzip2",
-        "snappy": "snappy",
-        "lz4": "lz4",
-        "zstd": None,
-    },  # fmt: skip
-    "json": {
-        "none": "none",
-        "gzip": "gzip",
-        "bzip2": "bzip2",
-        "snappy": "snappy",
-        "lz4": "lz4",
-        "zstd": None,
-    },  # fmt: skip
+    },
+    "text": {"none": "none", "gzip": "gzip", "bzip2": "bzip2", "zstd": None},
+    "json": {"none": "none", "gzip": "gzip", "bzip2": "bzip2", "zstd": None},
 }
-_EXTENSIONS = {"gzip": ".gz", "bzip2": ".bz2", "snappy": ".snappy", "lz4": ".lz4", "zstd": ".zst"}
+_EXTENSIONS = {"zstd": ".zst"}
+# Spark's own ORC writer, whatever spark.sql.orc.impl says (the engine reads ORC with
+# Hive's: engines/spark.py): it writes zstd, and Hive's plain timestamp.
+_FORMATS = {
+    "parquet": "parquet",
+    "orc": "org.apache.spark.sql.execution.datasources.orc.OrcFileFormat",
+    "json": "json",
+    "text": "text",
+}
 
 # What Spark's file committer leaves beside the data: _SUCCESS, and the checksum
 # files of Hadoop's local file system (.part-....crc).
@@ -92,31 +97,34 @@ def write(session: SparkSession, sql: str, target: WriteTarget) -> WriteResult:
     """Run the SELECT ``sql`` on ``session`` and write its rows as ``target`` says."""
     codec = _codec(target)
     frame = session.sql(sql)
-    columns = [ColumnInfo(name=f.name, **athena_type(f.dataType.simpleString()))
-               for f in frame.schema.fields]  # fmt: skip
     names = list(target.columns) if target.columns is not None else frame.columns
     if len(names) != len(frame.columns):
         raise QueryFailed(
-            f"the query gives {len(frame.columns)} columns, the table has {len(names)}"
+            f"the query has {len(frame.columns)} columns where {len(names)} are written"
         )
-    frame = _hive_timestamps(frame.toDF(*names), target.format)
     missing = [p for p in target.partitioned_by if p not in names]
     if missing:
-        raise InvalidRequest(f"partition column {missing[0]} is not among the query's columns")
+        raise QueryFailed(f"partition column {missing[0]} is not a column of the query")
+    frame = _zone_less(frame.toDF(*names))
+    columns = [ColumnInfo(name=f.name, **athena_type(f.dataType.simpleString()))
+               for f in frame.schema.fields]  # fmt: skip
+    # What the table is declared with follows from it, as from the Arrow writers' schema.
+    schema = to_arrow_schema(frame.schema)
     if target.partitioned_by:
-        frame = frame.repartition(*target.partitioned_by)
-    if target.format == "text":
+        frame = frame.repartition(*(F.col(_quoted(p)) for p in target.partitioned_by))
+    if target.format == "orc":
+        frame = _zoned(frame)
+    elif target.format == "text":
         frame = _as_text(frame, target)
     elif target.format == "json":
         frame = _timestamps_as_text(frame)
     writer = frame.write.mode("append").partitionBy(*target.partitioned_by)
     # Always given: Spark's default (snappy for Parquet and ORC) is not the statement's.
     writer = writer.option("compression", codec or "none")
-    spark_format = {"text": "text", "json": "json", "parquet": "parquet", "orc": "orc"}
     directory = Path(target.directory)
-    writer.format(spark_format[target.format]).save(directory.as_uri())
+    writer.format(_FORMATS[target.format]).save(directory.as_uri())
     files = _collect(session, directory, target, "zstd" if codec is None else None)
-    return WriteResult(columns, files, sum(f.rows for f in files))
+    return WriteResult(columns, files, sum(f.rows for f in files), schema=schema)
 
 
 def _codec(target: WriteTarget) -> str | None:
@@ -132,24 +140,25 @@ def _codec(target: WriteTarget) -> str | None:
     return codecs[target.compression]
 
 
-def _hive_timestamps(frame: DataFrame, kind: str) -> DataFrame:
-    """Timestamps as each format holds Hive's zone-less ones.
+def _zone_less(frame: DataFrame) -> DataFrame:
+    """A Hive table's timestamps (Spark's, zoned in the session's zone, UTC) as Hive's
+    zone-less ones: what Parquet files hold (else Spark would write INT96) and what the
+    table is declared with."""
+    return _cast_all(frame, TimestampType, "timestamp_ntz")
 
-    Parquet: Spark's zone-less type (a Hive table's timestamps come zoned in the session's
-    zone, UTC, and would become INT96). ORC: the zoned type in the UTC session, which
-    Spark writes as ORC's plain timestamp (its zone-less type is marked as Spark's own,
-    which Spark then refuses to read as a Hive table's timestamp).
-    """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import TimestampNTZType, TimestampType
 
-    wrong, right = (
-        (TimestampNTZType, "timestamp") if kind == "orc" else (TimestampType, "timestamp_ntz")
-    )
+def _zoned(frame: DataFrame) -> DataFrame:
+    """For ORC, zone-less timestamps as Spark's zoned ones in the UTC session: Spark
+    writes those as ORC's plain timestamp, but marks its zone-less ones as its own,
+    which Spark then refuses to read as a Hive table's timestamp."""
+    return _cast_all(frame, TimestampNTZType, "timestamp")
+
+
+def _cast_all(frame: DataFrame, kind: type[DataType], to: str) -> DataFrame:
     return frame.select(
         *(
-            F.col(_quoted(f.name)).cast(right).alias(f.name)
-            if isinstance(f.dataType, wrong)
+            F.col(_quoted(f.name)).cast(to).alias(f.name)
+            if isinstance(f.dataType, kind)
             else F.col(_quoted(f.name))
             for f in frame.schema.fields
         )
@@ -158,22 +167,11 @@ def _hive_timestamps(frame: DataFrame, kind: str) -> DataFrame:
 
 def _timestamps_as_text(frame: DataFrame) -> DataFrame:
     """Timestamps in Hive's text for JSON (Spark's JSON writer puts a T in them)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import TimestampNTZType
-
-    return frame.select(
-        *(
-            F.col(_quoted(f.name)).cast("string").alias(f.name)
-            if isinstance(f.dataType, TimestampNTZType)
-            else F.col(_quoted(f.name))
-            for f in frame.schema.fields
-        )
-    )
+    return _cast_all(frame, TimestampNTZType, "string")
 
 
 def _as_text(frame: DataFrame, target: WriteTarget) -> DataFrame:
     """One string column of LazySimpleSerDe lines, beside the partition columns."""
-    from pyspark.sql import functions as F
 
     values = [f for f in frame.schema.fields if f.name not in target.partitioned_by]
     line = F.concat_ws(
@@ -189,13 +187,6 @@ def _as_text(frame: DataFrame, target: WriteTarget) -> DataFrame:
 def _text(value: Column, data_type: DataType, level: int) -> Column:
     """A value as LazySimpleSerDe writes it; nested values at ``level`` (1: a column's)
     are separated by Hive's ``level``-th separator after the field delimiter (^B, ^C...)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import (
-        ArrayType,
-        BinaryType,
-        MapType,
-        StructType,
-    )
 
     def nested(item: Column, item_type: DataType, depth: int) -> Column:
         return F.coalesce(_text(item, item_type, depth), F.lit(NULL_TEXT))
@@ -282,9 +273,7 @@ def _rows(path: Path) -> int:
 
 def _line_counts(session: SparkSession, directory: Path) -> dict[Path, int]:
     """Rows of each text or JSON file: their lines, read back by Spark, which reads the
-    codecs it wrote (Hadoop's snappy and lz4 framing among them) and splits lines as
-    Hive's readers do."""
-    from pyspark.sql import functions as F
+    codecs it wrote and splits lines as Hive's readers do."""
 
     frame = (
         session.read.option("recursiveFileLookup", "true")
