@@ -44,6 +44,10 @@ SQL_CONF = {
     "spark.sql.timestampType": "TIMESTAMP_NTZ",
     "spark.sql.decimalOperations.allowPrecisionLoss": "false",
     "spark.sql.session.timeZone": "UTC",
+    # Spark's own ORC reader, in a session whose timestamps are zone-less, reads a Hive
+    # table's ORC timestamps as seconds taken for microseconds (2020-03-01 01:30 comes
+    # back as 1970-01-01 00:26:23); Hive's ORC reader reads them right.
+    "spark.sql.orc.impl": "hive",
 }
 
 
@@ -85,6 +89,7 @@ class SparkEngine(Engine):
         context = session.sparkContext
         context.setJobGroup(execution_id, f"lakeward query {execution_id}", interruptOnCancel=True)
         try:
+            self._check_readable(tables)
             self._refresh(tables)
             frame = session.sql(sql)
             batches: list[pa.RecordBatch] = frame._collect_as_arrow()
@@ -127,6 +132,7 @@ class SparkEngine(Engine):
         context = session.sparkContext
         context.setJobGroup(execution_id, f"lakeward write {execution_id}", interruptOnCancel=True)
         try:
+            self._check_readable(tables)
             self._refresh(tables)
             return spark_writes.write(session, sql, target)
         except LakewardError:
@@ -135,6 +141,24 @@ class SparkEngine(Engine):
             raise QueryFailed(failure_reason(error)) from None
         finally:
             context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def _check_readable(self, tables: list[ResolvedTable]) -> None:
+        """Refuse the tables Spark's Hive reader would fail on, in words a user can act on."""
+        for table in tables:
+            kind = table.format.kind
+            if kind == "json":
+                raise InvalidRequest(
+                    f"NOT_SUPPORTED: the Spark engine does not read JSON tables ({table.ref} "
+                    f"is {table.format.serde}, which Spark does not ship); run the query in a "
+                    "DuckDB workgroup"
+                )
+            stamped = [c.name for c in table.columns if c.type.startswith("timestamp")]
+            if kind in ("text", "csv") and stamped:
+                # Spark hands Hive's text SerDes its zone-less type name, which they refuse.
+                raise InvalidRequest(
+                    f"NOT_SUPPORTED: the Spark engine does not read timestamp columns of text "
+                    f"tables ({table.ref}.{stamped[0]}); run the query in a DuckDB workgroup"
+                )
 
     def _refresh(self, tables: list[ResolvedTable]) -> None:
         """Forget what the session knows of the tables read: Spark keeps a table's list of
@@ -148,10 +172,11 @@ class SparkEngine(Engine):
             self._session.sparkContext.cancelJobGroup(execution_id)
 
     def close(self) -> None:
+        # The session is forgotten, not stopped: stopping it would stop the process's one
+        # SparkContext, under every other session of the process (another service's
+        # engine, a job's). The JVM goes with the process (it exits when its Python does).
         with self._lock:
-            if self._session is not None:
-                self._session.stop()
-                self._session = None
+            self._session = None
 
 
 # Spark's wrappers around the error a user must see (a task's, a job's).

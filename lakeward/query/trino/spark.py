@@ -57,6 +57,7 @@ _DATA_TYPES = {
     exp.DataType.Type.DOUBLE: "double",
     exp.DataType.Type.DECIMAL: "decimal",
     exp.DataType.Type.VARCHAR: "varchar",
+    exp.DataType.Type.TEXT: "varchar",  # Hive's string: an INSERT's cast to a table's column
     exp.DataType.Type.BOOLEAN: "boolean",
     exp.DataType.Type.DATE: "date",
 }
