@@ -55,7 +55,8 @@ def test_statements_are_read_with_their_names_resolved() -> None:
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("CREATE VIEW v SELECT 1 AS x", r"line 1, column \d+: expected AS"),
+        ("CREATE VIEW v SELECT 1 AS x", r"line 1, column \d+: expected AS, found 'SELECT'"),
+        ("CREATE VIEW v", r"expected AS$"),
         ("CREATE VIEW v AS", r"expected a statement"),
         ("CREATE VIEW v SECURITY DEFINER AS SELECT 1 AS x", r"SECURITY is not supported"),
         ("CREATE VIEW nope.db.v AS SELECT 1 AS x", r"catalog 'nope' is not registered"),

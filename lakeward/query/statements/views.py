@@ -527,7 +527,9 @@ def _create_view(sql: str, cursor: Cursor, names: Names, *, or_replace: bool) ->
     comment = cursor.string() if cursor.word("COMMENT") else None
     if cursor.peek() == "SECURITY":
         cursor.fail("SECURITY is not supported: an Athena view runs with its reader's rights")
-    cursor.expect("AS")
+    if not cursor.word("AS"):
+        found = cursor.tokens[cursor.pos].text if cursor.pos < len(cursor.tokens) else ""
+        cursor.fail(f"expected AS, found '{found}'" if found else "expected AS")
     query = parse_query(cursor.rest(), names)
     if query.kind != "select":
         cursor.fail("expected a SELECT query")
