@@ -168,6 +168,13 @@ def test_an_unparseable_date_header_quarantines_that_column_only(run: Run) -> No
     combined = table_rows(settings, "covid_cases")
     hole = [r for r in combined if r["date"] == datetime.date(2020, 1, 24)]
     assert len(hole) == 3 and all(r["deaths"] is None and r["confirmed"] is not None for r in hole)
+    # The raw table keeps the column, as text named by its position.
+    with MetastoreClient(metastore_uris(settings)) as client:
+        raw = client.table(settings.covid.database, "covid_raw_deaths")
+    assert [(c.name, c.type) for c in raw.columns][4:] == [
+        ("d_2020_01_22", "bigint"), ("d_2020_01_23", "bigint"), ("column_7", "string"),
+        ("d_2020_01_25", "bigint"),
+    ]  # fmt: skip
 
 
 def test_rerun_replaces_tables_without_duplicates(run: Run) -> None:

@@ -286,6 +286,10 @@ def test_csv_partitions_on_s3(s3_endpoint: str) -> None:
         one = run(engine, 'SELECT name FROM "awsdatacatalog"."db"."t" WHERE day = 2', t)
         assert [r for b in one.batches for r in b.to_pylist()] == [{"name": "US"}]
         assert one.bytes_scanned == len(second)
+        # A field that does not parse names the object as users name it.
+        client.put_object(Bucket="raw", Key="moved/d2/c.csv", Body=b'name,n\n"x",many\n')
+        with pytest.raises(QueryFailed, match="s3://raw/moved/d2/c.csv line 2"):
+            run(engine, 'SELECT sum(n) FROM "awsdatacatalog"."db"."t"', t)
     finally:
         engine.close()
 

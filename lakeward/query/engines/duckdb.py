@@ -484,7 +484,7 @@ def _dataset(
     schemas = []
     for file in files:  # every file's schema: checked, and so that files written before
         schema = readers.schema_of(file_format, file.path, filesystem)  # a column was added
-        readers.check_schema(file.path, schema, table.columns)
+        readers.check_schema(readers.shown(filesystem, file.path), schema, table.columns)
         schemas.append(schema)
     physical = pa.unify_schemas(schemas, promote_options="permissive")
     keys = [(k.name, arrow_type_of_hive(k.type)) for k in table.partition_keys]

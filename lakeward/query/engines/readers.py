@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.dataset as pads
+import pyarrow.fs as pafs
 
 from lakeward.errors import LakewardError, QueryFailed
 from lakeward.metastore.client import Column
@@ -52,8 +53,6 @@ from lakeward.query.types import (
 )
 
 if TYPE_CHECKING:
-    import pyarrow.fs as pafs
-
     from lakeward.query.engines.base import ResolvedTable
     from lakeward.query.engines.scanned import DataFile
 
@@ -204,13 +203,19 @@ def _char(text: str | None, default: str, name: str) -> str:
 # -- reading text files ----------------------------------------------------------------------
 
 
+def shown(filesystem: pafs.FileSystem, path: str) -> str:
+    """A file as a user names it: its local path, or its s3:// URI."""
+    return path if isinstance(filesystem, pafs.LocalFileSystem) else f"s3://{path}"
+
+
 def read_bytes(filesystem: pafs.FileSystem, path: str) -> bytes:
     """A file's bytes, decompressed by its extension as Hadoop's codecs are chosen."""
+    name_shown = shown(filesystem, path)
     name = path.rsplit("/", 1)[-1].lower()
     extension = "." + name.rsplit(".", 1)[-1] if "." in name else ""
     if extension in _REFUSED_CODECS:
         raise QueryFailed(
-            f"cannot read {path}: files compressed with {_REFUSED_CODECS[extension]} "
+            f"cannot read {name_shown}: files compressed with {_REFUSED_CODECS[extension]} "
             f"({extension}) are not supported (gzip, bzip2, zstd, snappy and deflate are)"
         )
     try:
@@ -225,7 +230,7 @@ def read_bytes(filesystem: pafs.FileSystem, path: str) -> bytes:
             return zlib.decompress(data)
         return data
     except (OSError, pa.ArrowException, zlib.error, ValueError) as exc:
-        raise QueryFailed(f"cannot read {path}: {exc}") from None
+        raise QueryFailed(f"cannot read {name_shown}: {exc}") from None
 
 
 def _hadoop_snappy(data: bytes) -> bytes:
@@ -354,9 +359,10 @@ def _read_file(
     """One file's rows: its fields (text, or typed from JSON), and each row's line."""
     data: list[list[Any]] = [[] for _ in names]
     line_numbers: list[int] = []
+    name = shown(filesystem, path)
     for number, line in _lines(filesystem, path, layout):
         if layout.kind == "json":
-            fields = _json_fields(line, names, types, layout, path, number)
+            fields = _json_fields(line, names, types, layout, name, number)
         elif layout.kind == "csv":
             fields = _csv_fields(line, len(names), layout)
         else:
@@ -366,7 +372,7 @@ def _read_file(
         line_numbers.append(number)
     arrays = [pa.array(v, type=t) for v, t in zip(data, arrow_types, strict=True)]
     origin = pa.DictionaryArray.from_arrays(
-        pa.array([0] * len(line_numbers), pa.int32()), pa.array([path], pa.string())
+        pa.array([0] * len(line_numbers), pa.int32()), pa.array([name], pa.string())
     )
     return pa.Table.from_arrays(
         [*arrays, origin, pa.array(line_numbers, pa.int64())],
@@ -722,7 +728,7 @@ def schema_of(file_format: pads.FileFormat, path: str, filesystem: pafs.FileSyst
     try:
         return file_format.inspect(path, filesystem)
     except (OSError, pa.ArrowException) as exc:
-        raise QueryFailed(f"cannot read {path}: {exc}") from None
+        raise QueryFailed(f"cannot read {shown(filesystem, path)}: {exc}") from None
 
 
 def check_schema(path: str, schema: pa.Schema, columns: list[Column]) -> None:
