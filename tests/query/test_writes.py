@@ -265,6 +265,26 @@ def test_insert_into_a_text_table_writes_as_its_serde_reads(
     assert rows == [["1", "x"], [None, None]]
 
 
+def test_ctas_reads_through_a_view(service: QueryService, metastore: MetastoreClient) -> None:
+    view, name = unique("writes_view"), unique("ctas_of_view")
+    made = finish(
+        service,
+        f"CREATE VIEW {view} AS SELECT country, max(confirmed) AS peak FROM {SOURCE} "
+        f"WHERE {IN_COUNTRIES} GROUP BY country",
+    )
+    assert made.state == QueryState.SUCCEEDED, made.state_change_reason
+    execution = finish(service, f"CREATE TABLE {name} AS SELECT * FROM {view}")
+    assert execution.state == QueryState.SUCCEEDED, execution.state_change_reason
+    assert [(c.name, c.type) for c in metastore.table("default", name).columns] == [
+        ("country", "string"),
+        ("peak", "bigint"),
+    ]
+    _, through_view = run(service, f"SELECT * FROM {view} ORDER BY country")
+    _, copied = run(service, f"SELECT * FROM {name} ORDER BY country")
+    assert copied == through_view and len(copied) == len(COUNTRIES)
+    assert "is a view" in failed(service, f"INSERT INTO {view} SELECT * FROM {name}")
+
+
 def test_ctas_with_no_data_makes_an_empty_table_of_the_query_types(
     service: QueryService, metastore: MetastoreClient
 ) -> None:

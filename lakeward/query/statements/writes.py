@@ -32,7 +32,12 @@ from lakeward.access.arns import (
     glue_table_arn,
     s3_arn,
 )
-from lakeward.errors import InvalidRequest, QueryFailed, StorageError, TableNotFound
+from lakeward.errors import (
+    InvalidRequest,
+    QueryCancelled,
+    StorageError,
+    TableNotFound,
+)
 from lakeward.metastore.client import Column, PartitionInfo, TableInfo
 from lakeward.query.engines.base import (
     Compression,
@@ -407,7 +412,7 @@ class _Writing:
 
     def publish(self, written: WriteResult, places: list[str] | None = None) -> None:
         if self.context.cancelled():
-            raise QueryFailed("stopped by the user")
+            raise QueryCancelled("the query was cancelled")
         assert self.write is not None
         self.write.publish(written.files, places)
 
