@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
@@ -53,10 +53,12 @@ def arrow_filesystem(location: str, s3: S3Options | None = None) -> tuple[pafs.F
 
     Raises ``ValueError`` for a scheme that is neither ``file`` nor S3's.
     """
+    # A metastore's location is a Hadoop path, not a URL: its characters are the names'
+    # own (a Hive partition of "Cote d'Ivoire" is the directory "country=Cote d%27Ivoire").
     parts = urlsplit(location)
     if parts.scheme in ("", "file"):
-        return pafs.LocalFileSystem(), unquote(parts.path)
+        return pafs.LocalFileSystem(), parts.path
     if parts.scheme in S3_SCHEMES:
-        path = f"{parts.netloc}/{unquote(parts.path).strip('/')}".rstrip("/")
+        path = f"{parts.netloc}/{parts.path.strip('/')}".rstrip("/")
         return (s3 or S3Options()).filesystem(), path
     raise ValueError(f"{location}: only file: and s3: locations are readable")
