@@ -113,6 +113,17 @@ def test_text_follows_lazy_simple_serde(engine: SparkEngine, tmp_path: Path) -> 
         line
         == b"a\x01\\N\x01\x011.5\x01true\x011\x02\\N\x01k\x032\x011\x02z\x012020-01-02 03:04:05\n"
     )
+    # A table's own delimiter and serialization.null.format, at every depth (INSERT INTO).
+    result = write(
+        engine,
+        tmp_path / "u",
+        "SELECT 'a' AS s, CAST(NULL AS STRING) AS n, array(1, NULL) AS xs",
+        format="text",
+        field_delimiter="\t",
+        null_format="NULL",
+    )
+    (written,) = result.files
+    assert (tmp_path / "u" / written.path).read_bytes() == b"a\tNULL\t1\x02NULL\n"
 
 
 def test_parquet_holds_hive_timestamps_and_uncompressed_means_uncompressed(

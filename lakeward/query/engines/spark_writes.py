@@ -53,7 +53,6 @@ from lakeward.storage.paths import local_path
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-NULL_TEXT = "\\N"  # LazySimpleSerDe's serialization.null.format
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 # Spark's names of the codecs a write_compression names, per format; None: Spark
@@ -171,25 +170,23 @@ def _timestamps_as_text(frame: DataFrame) -> DataFrame:
 
 
 def _as_text(frame: DataFrame, target: WriteTarget) -> DataFrame:
-    """One string column of LazySimpleSerDe lines, beside the partition columns."""
-
+    """One string column of LazySimpleSerDe lines, beside the partition columns: NULL
+    (at any depth) as the table's ``serialization.null.format``."""
+    null = F.lit(target.null_format)
     values = [f for f in frame.schema.fields if f.name not in target.partitioned_by]
     line = F.concat_ws(
         target.field_delimiter,
-        *(
-            F.coalesce(_text(F.col(_quoted(f.name)), f.dataType, 1), F.lit(NULL_TEXT))
-            for f in values
-        ),  # fmt: skip
+        *(F.coalesce(_text(F.col(_quoted(f.name)), f.dataType, 1, null), null) for f in values),
     )
     return frame.select(line.alias("value"), *(F.col(_quoted(p)) for p in target.partitioned_by))
 
 
-def _text(value: Column, data_type: DataType, level: int) -> Column:
+def _text(value: Column, data_type: DataType, level: int, null: Column) -> Column:
     """A value as LazySimpleSerDe writes it; nested values at ``level`` (1: a column's)
     are separated by Hive's ``level``-th separator after the field delimiter (^B, ^C...)."""
 
     def nested(item: Column, item_type: DataType, depth: int) -> Column:
-        return F.coalesce(_text(item, item_type, depth), F.lit(NULL_TEXT))
+        return F.coalesce(_text(item, item_type, depth, null), null)
 
     separator = _separator(level)
     if isinstance(data_type, ArrayType):
