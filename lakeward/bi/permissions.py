@@ -176,6 +176,14 @@ class Gate:
             default_database=spec.database,
             catalogs=self.queries.catalogs.names(),
         )
+        if statement.kind != "select":
+            # The SQL service also runs DDL and writes; a dataset only ever reads, and its
+            # queries run as the BI role, whose rights must not write anything for anyone.
+            first = source_sql(spec).split(None, 1)[0].upper()
+            raise InvalidRequest(
+                f"{what}: a dataset's SQL must be a query (SELECT, WITH or VALUES); "
+                f"{first} statements are not allowed"
+            )
         for ref in statement.tables:
             if ref.catalog != source.catalog:
                 other = DataSource("", "", ref.catalog, "", "", source.created)
