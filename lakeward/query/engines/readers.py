@@ -151,12 +151,12 @@ class TextLayout:
         escape = serde.get("escape.delim")
         return cls(
             "text",
-            delimiter=_hive_byte(delimiter, "\x01", "field.delim"),
-            escape=_hive_byte(escape, "", "escape.delim") or None,
+            delimiter=hive_byte(delimiter, "\x01", "field.delim"),
+            escape=hive_byte(escape, "", "escape.delim") or None,
             null=serde.get("serialization.null.format", "\\N"),
             escape_crlf=serde.get("serialization.escape.crlf", "").lower() == "true",
             # Hive reads its own misspelling of the property too.
-            collection=_hive_byte(
+            collection=hive_byte(
                 serde.get("collection.delim", serde.get("colelction.delim")),
                 "\x02",
                 "collection.delim",
@@ -180,7 +180,7 @@ def _count(props: dict[str, str], name: str) -> int:
     return count
 
 
-def _hive_byte(text: str | None, default: str, name: str) -> str:
+def hive_byte(text: str | None, default: str, name: str) -> str:
     """A delimiter as Hive reads its property (Java's Byte.parseByte, else the first
     character): field.delim '9' is a tab, as in Hive and Athena; '200' is '2'."""
     if not text:

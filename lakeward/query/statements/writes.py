@@ -46,7 +46,7 @@ from lakeward.query.engines.base import (
     WriteResult,
     WriteTarget,
 )
-from lakeward.query.engines.readers import _hive_byte as hive_byte
+from lakeward.query.engines.readers import hive_byte
 from lakeward.query.engines.writers import (
     HIVE_NULL,
     TEXT_NULL,
@@ -483,8 +483,21 @@ def _client(context: Context, ref: TableRef) -> MetastoreClient:
     return context.service.catalogs.connector(ref.catalog).client
 
 
+class _FromSelect(Command):
+    """A write whose rows a SELECT gives: it reads that SELECT's tables, on any engine
+    that can run the SELECT."""
+
+    select: Statement
+
+    def tables_read(self) -> tuple[TableRef, ...]:
+        return self.select.tables
+
+    def check(self, engine: str) -> None:
+        _check_select(self.select, engine)
+
+
 @dataclass
-class CreateTableAs(Command):
+class CreateTableAs(_FromSelect):
     table: TableRef
     select: Statement
     options: _Options
@@ -493,12 +506,6 @@ class CreateTableAs(Command):
     if_not_exists: bool = False  # Trino's: an existing table is left as it is, 0 rows
     statement_type: StatementType = StatementType.DML
     substatement_type: str | None = "CREATE_TABLE_AS_SELECT"
-
-    def tables_read(self) -> tuple[TableRef, ...]:
-        return self.select.tables
-
-    def check(self, engine: str) -> None:
-        _check_select(self.select, engine)
 
     def catalogs(self) -> set[str]:
         return {self.table.catalog, *super().catalogs()}
@@ -579,18 +586,12 @@ def _create(client: MetastoreClient, info: TableInfo) -> bool:
 
 
 @dataclass
-class InsertInto(Command):
+class InsertInto(_FromSelect):
     table: TableRef
     select: Statement
     columns: tuple[str, ...] | None
     statement_type: StatementType = StatementType.DML
     substatement_type: str | None = "INSERT"
-
-    def tables_read(self) -> tuple[TableRef, ...]:
-        return self.select.tables
-
-    def check(self, engine: str) -> None:
-        _check_select(self.select, engine)
 
     def catalogs(self) -> set[str]:
         return {self.table.catalog, *super().catalogs()}
@@ -779,18 +780,12 @@ def _coercible(given: str, wanted: str) -> bool:
 
 
 @dataclass
-class Unload(Command):
+class Unload(_FromSelect):
     select: Statement
     location: str
     options: _Options
     statement_type: StatementType = StatementType.DML
     substatement_type: str | None = "UNLOAD"
-
-    def tables_read(self) -> tuple[TableRef, ...]:
-        return self.select.tables
-
-    def check(self, engine: str) -> None:
-        _check_select(self.select, engine)
 
     def run(self, context: Context) -> EngineResult:
         location = self.location.rstrip("/")
