@@ -210,25 +210,6 @@ class Storage(ABC):
                 f"(eTag {current}, expected {etag})"
             )
 
-    def move(self, bucket: str, source: str, target: str) -> ObjectInfo:
-        """Give an object a new key in the same bucket: ``target`` appears whole, then
-        ``source`` is gone; an object already at ``target`` is replaced, as by ``put``.
-
-        For files staged where no reader looks and published once complete, whoever wrote
-        them (Spark writes behind this layer's back): the content is read on the way, so
-        the returned info carries the SHA-256 a ``put`` gives, and the move is announced as
-        the target's creation and the source's removal (S3's copy and delete).
-        """
-        check_bucket(bucket)
-        check_key(source)
-        check_key(target)
-        if source == target:
-            raise InvalidKey(f"cannot move {self.uri(bucket, source)} onto itself")
-        info = self._move(bucket, source, target)
-        self._announce_created(info)
-        self._announce_removed(bucket, source)
-        return info
-
     def get(self, bucket: str, key: str) -> bytes:
         with self.open(bucket, key) as stream:
             return stream.read()
@@ -331,9 +312,6 @@ class Storage(ABC):
 
     @abstractmethod
     def _put(self, bucket: str, key: str, data: bytes | BinaryIO) -> ObjectInfo: ...
-
-    @abstractmethod
-    def _move(self, bucket: str, source: str, target: str) -> ObjectInfo: ...
 
     @abstractmethod
     def _open(self, bucket: str, key: str) -> BinaryIO: ...

@@ -142,54 +142,6 @@ class LocalStorage(Storage):
             sha256=digests.sha256,
         )
 
-    def _move(self, bucket: str, source: str, target: str) -> ObjectInfo:
-        path, destination = self._path(bucket, source), self._path(bucket, target)
-        digests = Digests()
-        try:
-            with open(path, "rb") as stream:
-                while chunk := stream.read(CHUNK_SIZE):
-                    digests.update(chunk)
-                # Whoever wrote it may not have synced it: the rename must not make a file
-                # visible whose content a crash could still lose.
-                os.fsync(stream.fileno())
-                status = os.fstat(stream.fileno())
-        except OSError as exc:
-            self._raise_read_error(bucket, source, exc)
-        uri = self.uri(bucket, target)
-        try:
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, destination)
-        except (FileExistsError, NotADirectoryError):
-            blocker = self._object_in_path(bucket, target)
-            raise StorageError(
-                f"could not move {self.uri(bucket, source)} to {uri}: {blocker} is an object, "
-                "so it cannot also be a prefix"
-            ) from None
-        except IsADirectoryError:
-            raise StorageError(
-                f"could not move {self.uri(bucket, source)} to {uri}: there are objects under "
-                f"{target}/, so it cannot also be an object"
-            ) from None
-        except OSError as exc:
-            raise StorageError(
-                f"could not move {self.uri(bucket, source)} to {uri}: {reason_of(exc)}"
-            ) from None
-        with self._etags_lock:
-            self._etags.pop(str(path), None)
-        # The same inode under its new name: the MD5 just read is its content's.
-        self._cache_etag(destination, _state(status), digests.md5)
-        _sync_directory(destination.parent)
-        self._prune(bucket, path.parent)
-        return ObjectInfo(
-            bucket=bucket,
-            key=target,
-            size=digests.size,
-            etag=digests.md5,
-            last_modified=datetime.fromtimestamp(status.st_mtime, UTC),
-            uri=uri,
-            sha256=digests.sha256,
-        )
-
     def _create_temp(self, bucket: str, key: str, target: Path) -> tuple[int, Path]:
         """Create the temporary file of a write, with the directories it needs."""
         uri = self.uri(bucket, key)

@@ -235,36 +235,6 @@ class S3Storage(Storage):
             sha256=digests.sha256,
         )
 
-    def _move(self, bucket: str, source: str, target: str) -> ObjectInfo:
-        # S3 has no rename: a server-side copy, then the delete. The copy carries the
-        # SHA-256 that a put records, computed from one read of the source, and is made
-        # only from the very version that was read (CopySourceIfMatch).
-        source_uri, uri = self.uri(bucket, source), self.uri(bucket, target)
-        digests = Digests()
-        with self._errors("read", source_uri):
-            response = self._client.get_object(
-                Bucket=self.root_bucket, Key=self._key(bucket, source)
-            )
-        with io.BufferedReader(_BodyReader(response["Body"], source_uri), CHUNK_SIZE) as body:
-            while chunk := body.read(CHUNK_SIZE):
-                digests.update(chunk)
-        with self._errors("move", f"{source_uri} to {uri}"):
-            # The managed copy: one CopyObject, or a multipart copy past S3's 5 GB limit.
-            self._client.copy(
-                {"Bucket": self.root_bucket, "Key": self._key(bucket, source)},
-                self.root_bucket,
-                self._key(bucket, target),
-                ExtraArgs={
-                    "CopySourceIfMatch": response["ETag"],
-                    "MetadataDirective": "REPLACE",
-                    "Metadata": {"sha256": digests.sha256},
-                },
-            )
-        info = self._stat(bucket, target)
-        with self._errors("delete", source_uri):
-            self._client.delete_object(Bucket=self.root_bucket, Key=self._key(bucket, source))
-        return info
-
     def _open(self, bucket: str, key: str) -> BinaryIO:
         uri = self.uri(bucket, key)
         with self._errors("read", uri):

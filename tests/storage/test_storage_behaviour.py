@@ -12,8 +12,6 @@ from storage_helpers import BUCKET, RawPut, Recorder, failing_stream
 
 from lakeward.errors import InvalidKey, ObjectNotFound, StorageError
 from lakeward.storage import Storage
-from lakeward.storage.local import LocalStorage
-from lakeward.storage.s3 import S3Storage
 
 
 def md5(data: bytes) -> str:
@@ -140,59 +138,6 @@ def test_announce_reports_objects_written_behind_its_back(
     assert [o["size"] for o in objects] == [4, 3]
     assert [o["eTag"] for o in objects] == [md5(b"zero"), md5(b"one")]
     assert objects[0]["sequencer"] < objects[1]["sequencer"]
-
-
-def test_move_publishes_a_staged_object_with_its_checksum_and_events(
-    storage: Storage, raw_put: RawPut, recorder: Recorder
-) -> None:
-    data = b"written by Spark " * 70_000  # more than one read chunk
-    raw_put(BUCKET, "staging/q1/part-0000.parquet", data)
-    raw_put(BUCKET, "staging/q1/part-0001.parquet", b"second")
-
-    info = storage.move(BUCKET, "staging/q1/part-0000.parquet", "tables/t/dt=1/part-0000.parquet")
-
-    assert info.key == "tables/t/dt=1/part-0000.parquet"
-    assert info.size == len(data)
-    assert info.sha256 == hashlib.sha256(data).hexdigest()
-    assert storage.get(BUCKET, info.key) == data
-    assert storage.stat(BUCKET, info.key).etag == info.etag
-    assert not storage.exists(BUCKET, "staging/q1/part-0000.parquet")
-    assert storage.keys(BUCKET) == ["staging/q1/part-0001.parquet", info.key]
-    records = recorder.records
-    assert [(r["eventName"], r["s3"]["object"]["key"]) for r in records] == [
-        ("ObjectCreated:Put", "tables/t/dt%3D1/part-0000.parquet"),
-        ("ObjectRemoved:Delete", "staging/q1/part-0000.parquet"),
-    ]
-    assert records[0]["s3"]["object"]["eTag"] == info.etag
-    assert records[0]["s3"]["object"]["size"] == len(data)
-    if isinstance(storage, S3Storage):  # S3 keeps a put's SHA-256 with the object
-        assert storage.stat(BUCKET, info.key).sha256 == info.sha256
-
-
-def test_move_replaces_the_target_and_empties_the_staging_place(
-    storage: Storage, raw_put: RawPut
-) -> None:
-    storage.put(BUCKET, "t/a", b"old")
-    raw_put(BUCKET, "s/deep/a", b"new")
-    storage.move(BUCKET, "s/deep/a", "t/a")
-    assert storage.get(BUCKET, "t/a") == b"new"
-    assert storage.keys(BUCKET) == ["t/a"]
-    if isinstance(storage, LocalStorage):  # no empty directories left behind
-        assert not (storage.base / BUCKET / "s").exists()
-
-
-def test_a_failed_move_changes_nothing(
-    storage: Storage, raw_put: RawPut, recorder: Recorder
-) -> None:
-    with pytest.raises(ObjectNotFound, match="no object at .*/s/missing"):
-        storage.move(BUCKET, "s/missing", "t/a")
-    raw_put(BUCKET, "s/a", b"x")
-    with pytest.raises(InvalidKey, match="onto itself"):
-        storage.move(BUCKET, "s/a", "s/a")
-    with pytest.raises(InvalidKey, match="reserved"):
-        storage.move(BUCKET, "s/a", "t/.lakeward-tmp-1")
-    assert storage.keys(BUCKET) == ["s/a"]
-    assert recorder.records == []
 
 
 BAD_KEYS = {
