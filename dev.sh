@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# lakeward's developer entry point. It installs what the stack needs, once
+# lakeward's developer entry point. It installs what the task needs, once
 # (a virtualenv with pinned Python packages; Java 17 and python3-venv from apt
-# when missing), then runs a task:
+# when missing; for the tests also Chromium, JDBC drivers and database servers),
+# then runs it:
 #
 #   ./dev.sh up [lakeward up options]   bring the stack up and load the covid tables
 #   ./dev.sh test [pytest options]      ruff, mypy, then the whole test suite (in parallel)
 #   ./dev.sh down [--retain-data]       stop the stack (and delete its data)
 #   ./dev.sh bench                      run the benchmarks under bench/
 #   ./dev.sh screenshots                the console's images in docs/images (browser tests)
-#   ./dev.sh install                    only install
+#   ./dev.sh install                    only install (all of it, as for the tests)
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV=${LAKEWARD_VENV:-.venv}
@@ -45,11 +46,19 @@ has_java17() {
   "$java" -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'
 }
 
-install() {
+# What the embedded stack needs: Java 17 (Spark, the metastore), a virtualenv with
+# lakeward's own packages, and the console's world map.
+install_stack() {
   if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     echo "dev.sh: lakeward needs Python 3.11 or newer (python3 is $(python3 --version 2>&1))" >&2
     exit 1
   fi
+  timed java install_java
+  timed venv install_venv "" "$VENV/.installed"
+  timed topojson install_topojson
+}
+
+install_java() {
   if ! has_java17; then
     echo "dev.sh: installing Java 17 (Spark and the Hive Metastore run on it)"
     apt_install openjdk-17-jre-headless || apt_install default-jre-headless
@@ -61,15 +70,39 @@ install() {
     apt_install openjdk-17-jdk-headless
   fi
   command -v ps >/dev/null || apt_install procps  # Spark's launch scripts use ps
-  # JDBC drivers of the PostgreSQL and MySQL/MariaDB metastore backends, and
-  # Chromium for the console's browser tests.
+}
+
+install_venv() {  # install_venv EXTRAS STAMP: lakeward, with EXTRAS, into the virtualenv
+  if [ ! -x "$VENV/bin/python" ]; then
+    python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
+    python3 -m venv "$VENV"
+  fi
+  local extras=$1 stamp=$2
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
+    echo "dev.sh: installing Python packages${extras:+ (with [$extras])} into $VENV"
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".${extras:+[$extras]}"
+    touch "$stamp"
+  fi
+}
+
+# What only the tests and `lakeward db` need on top of the stack's: the JDBC drivers of
+# the PostgreSQL and MySQL/MariaDB metastore backends, Chromium for the console's browser
+# tests, the server binaries of `lakeward db` instances, and the [dev] extras.
+install_all() {
+  install_stack
   local missing=()
   [ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)
   [ -f /usr/share/java/mariadb-java-client.jar ] || missing+=(libmariadb-java)
   command -v chromium >/dev/null || missing+=(chromium)
-  [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
-  # Server binaries for `lakeward db` instances. The system's own servers are not
-  # wanted: no default PostgreSQL cluster, and no service started during the install.
+  [ ${#missing[@]} -eq 0 ] || timed "jdbc and chromium" apt_install "${missing[@]}"
+  timed "database servers" install_db_servers
+  timed "venv [dev]" install_venv dev "$VENV/.installed-dev"
+}
+
+install_db_servers() {
+  # The system's own servers are not wanted: no default PostgreSQL cluster, and no
+  # service started during the install.
   if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
     if [ ! -f /etc/postgresql-common/createcluster.conf ]; then
       apt_install postgresql-common
@@ -79,18 +112,19 @@ install() {
     no_service_start apt_install postgresql-15 || no_service_start apt_install postgresql
   fi
   command -v mariadb-install-db >/dev/null || no_service_start apt_install mariadb-server
-  if [ ! -x "$VENV/bin/python" ]; then
-    python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
-    python3 -m venv "$VENV"
-  fi
-  local stamp="$VENV/.installed"
-  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
-    echo "dev.sh: installing Python packages into $VENV"
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -c constraints.txt -e '.[dev]'
-    touch "$stamp"
-  fi
-  install_topojson
+}
+
+timings=()
+timed() {  # timed LABEL COMMAND...: run it and keep how long it took, for print_timings
+  local label=$1 start=$SECONDS
+  shift
+  "$@"
+  timings+=("$label: $((SECONDS - start)) s")
+}
+
+print_timings() {
+  local IFS=,
+  echo "dev.sh: where the time went:${timings[*]/#/ }"
 }
 
 # The console's maps draw a world outline from plotly's topology files, served
@@ -118,11 +152,15 @@ run_pytest() {  # pytest "$@"; a phase that selects no tests is fine if another 
 task=${1:-}
 [ $# -gt 0 ] && shift
 case "$task" in
-  install) install ;;
-  up) install; exec "$VENV/bin/lakeward" up "$@" ;;
-  down) install; exec "$VENV/bin/lakeward" down "$@" ;;
+  install) install_all ;;
+  up)
+    install_stack
+    timed "lakeward up" "$VENV/bin/lakeward" up "$@"
+    print_timings
+    ;;
+  down) install_stack; exec "$VENV/bin/lakeward" down "$@" ;;
   test)
-    install
+    install_all
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
     "$VENV/bin/mypy"
@@ -132,14 +170,14 @@ case "$task" in
     run_pytest -m "spark or serial" "$@"
     [ "$collected" = 1 ] || { echo "dev.sh: no tests were collected" >&2; exit 5; }
     ;;
-  bench) install; for b in bench/*.py; do "$VENV/bin/python" "$b"; done ;;
+  bench) install_all; for b in bench/*.py; do "$VENV/bin/python" "$b"; done ;;
   screenshots)
-    install
+    install_all
     LAKEWARD_SCREENSHOTS=docs/images exec "$VENV/bin/python" -m pytest tests/console -q \
       -k "map_and_mortality or query_editor or pickers or schema_browser or category_filter or data_protection or unknown_pages" "$@"
     ;;
   *)
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
