@@ -41,7 +41,7 @@ from bench._harness import ROOT, lakeward
 from lakeward.config import Settings
 from lakeward.metastore.client import Column, MetastoreClient, PartitionInfo, TableInfo
 from lakeward.metastore.uris import metastore_uris
-from lakeward.query.catalogs import HiveConnector
+from lakeward.query.catalogs.hive import HiveCatalog
 from lakeward.query.engines.base import Limits, ResolvedTable
 from lakeward.query.engines.duckdb import DuckDbEngine
 from lakeward.query.model import TableRef
@@ -294,7 +294,7 @@ def run_chaos(
     stop = threading.Event()
     tables = MetastoreClient(uris)
     partitions = MetastoreClient(uris)
-    connector = HiveConnector(uris)  # as the SQL service has it
+    connector = HiveCatalog(uris)  # as the SQL service has it
     engine = DuckDbEngine()
     ref = TableRef("chaos_catalog", DATABASE, TABLE)
 

@@ -112,7 +112,7 @@ class Bench:
 
     def check(self, copies: int) -> str:
         """Every table made for this size holds the source's rows, in the same layout."""
-        client = self.service.catalogs.connector("demo_hive_metastore").client
+        client = self.service.catalogs.catalog("demo_hive_metastore")
         expected = scalar(self.service, f"SELECT count(*) FROM ({source_sql(copies)})")
         countries = scalar(self.service, "SELECT count(DISTINCT country) FROM covid_cases")
         shapes = set()
@@ -139,7 +139,7 @@ class Bench:
     def drop(self) -> None:
         from lakeward.storage.paths import lake_place
 
-        client = self.service.catalogs.connector("demo_hive_metastore").client
+        client = self.service.catalogs.catalog("demo_hive_metastore")
         for table in self.made:
             location = client.table(DATABASE, table).location
             run_sql(self.service, f"DROP TABLE {DATABASE}.{table}")

@@ -66,7 +66,7 @@ from bench._harness import JHU_DIR, fresh_database, lakeward  # noqa: E402
 from lakeward.config import Settings, load_settings  # noqa: E402
 from lakeward.metastore.client import MetastoreClient  # noqa: E402
 from lakeward.metastore.uris import metastore_uris  # noqa: E402
-from lakeward.query.catalogs import HiveConnector  # noqa: E402
+from lakeward.query.catalogs.hive import HiveCatalog  # noqa: E402
 from lakeward.stack import Stack  # noqa: E402
 
 TARGET_FAILOVER_MAX = 1.0  # s, with zero failed operations
@@ -140,7 +140,7 @@ def bench_backend(backend: str, work: Path, calls: int) -> dict[str, Any]:
                 result["cache on"] = timed(lambda: client.table(DATABASE, TABLE), calls)
             with MetastoreClient(uris, cache=True, check_interval=30.0) as client:
                 result["cache, 30 s checks"] = timed(lambda: client.table(DATABASE, TABLE), calls)
-            connector = HiveConnector(uris)
+            connector = HiveCatalog(uris)
             result["connector, cache on"] = timed(lambda: connector.table(DATABASE, TABLE), calls)
             connector.close()
             for name, samples in result.items():

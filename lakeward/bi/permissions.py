@@ -21,7 +21,9 @@ from lakeward.bi.model import KIND_NAMES, DatasetSpec, DataSource, Kind, with_ar
 from lakeward.bi.store import BiStore
 from lakeward.errors import AccessDenied, InvalidRequest, ResourceNotFound
 from lakeward.query.service import QueryService
-from lakeward.query.sql import parse_statement
+from lakeward.query.sql.names import Names
+from lakeward.query.sql.queries import parse_query
+from lakeward.query.sql.tokens import QUERY_STARTS, Cursor, one_statement
 
 # The quicksight:* actions the service asks for, per kind of object.
 ACTIONS: dict[str, tuple[str, ...]] = {
@@ -170,27 +172,28 @@ class Gate:
         the data of every table the SQL reads.
         """
         self.check_catalog(caller, source, what)
-        statement = parse_statement(
-            source_sql(spec),
-            default_catalog=source.catalog,
-            default_database=spec.database,
-            catalogs=self.queries.catalogs.names(),
-        )
-        if statement.kind != "select":
+        sql = source_sql(spec)
+        if Cursor(one_statement(sql), sql).peek() not in QUERY_STARTS:
             # The SQL service also runs DDL and writes; a dataset only ever reads, and its
             # queries run as the BI role, whose rights must not write anything for anyone.
-            first = source_sql(spec).split(None, 1)[0].upper()
+            first = sql.split(None, 1)[0].upper()
             raise InvalidRequest(
                 f"{what}: a dataset's SQL must be a query (SELECT, WITH or VALUES); "
                 f"{first} statements are not allowed"
             )
+        names = Names(
+            source.catalog.lower(),
+            spec.database.lower(),
+            frozenset(c.lower() for c in self.queries.catalogs.names()),
+        )
+        statement = parse_query(sql, names)
         for ref in statement.tables:
             if ref.catalog != source.catalog:
                 other = DataSource("", "", ref.catalog, "", "", source.created)
                 self.check_catalog(caller, other, what)
-            location = self.queries.catalogs.connector(ref.catalog).table(ref.database, ref.table)
+            location = self.queries.catalogs.catalog(ref.catalog).table(ref.database, ref.table)
             # The SQL service's own mapping of a lake location to its ARN.
-            arn = self.queries._lake_arn(location.location.rstrip("/") + "/*")  # noqa: SLF001
+            arn = self.queries.planner.lake_arn(location.location.rstrip("/") + "/*")
             if arn is None:
                 continue
             try:

@@ -87,7 +87,7 @@ _DUCKDB_RULES: list[tuple[re.Pattern[str], Callable[[str, dict[str, str]], str]]
     (re.compile(r"Function with name (?P<name>\S+) does not exist"), _function),
     (re.compile(r'column "(?P<name>[^"]+)" must appear in the GROUP BY clause'), _not_aggregate),
     (re.compile(r"argument types '(?P<name>[^(']+)\((?P<types>[^)]*)\)'"), _arguments),
-    # A failure the Trino translation wrote into the query (query/trino/templates.py).
+    # A failure the Trino translation wrote into the query (query/translate/duckdb/templates.py).
     (re.compile(r"Could not convert string 'TRINO_ERROR (?P<reason>.*)' to \w+"),
      lambda q, g: g["reason"]),
     (re.compile(r"Could not convert string '(?P<value>.*)' to (?P<type>\w+)"), _cast),

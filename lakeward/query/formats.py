@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 Kind = Literal["parquet", "orc", "text", "csv", "json", "avro"]
 """How files are read: text is LazySimpleSerDe (delimited, no quotes), csv is OpenCSVSerde."""
 
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+"""The directory value, and the partition value the metastore keeps, of a NULL partition key."""
+
 PARQUET_INPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"
 PARQUET_OUTPUT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"

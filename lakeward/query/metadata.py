@@ -11,19 +11,15 @@ import base64
 import uuid
 from typing import Any
 
-import pyarrow as pa
-
 from lakeward.access import Authorizer
 from lakeward.access.arns import catalog_arn, workgroup_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.client import TableInfo
 from lakeward.query.catalogs import Catalogs, matches
-from lakeward.query.engines.base import EngineResult
-from lakeward.query.model import ColumnInfo, DataCatalog, NamedQuery, TableRef, WorkGroup
-from lakeward.query.sql import Statement
-from lakeward.query.statements import views
+from lakeward.query.model import DataCatalog, NamedQuery, WorkGroup
 from lakeward.query.store import Store
+from lakeward.query.view_definitions import described
 from lakeward.query.workgroups import WorkGroups, check
 
 DEFAULT_CATALOG = "demo_hive_metastore"
@@ -61,11 +57,11 @@ class MetadataOperations:
     def list_databases(self, catalog: str) -> list[str]:
         if not self.access.allowed("lakeward:UseCatalog", catalog_arn(catalog)):
             return []  # a catalog one may not use shows nothing, as if empty
-        return self.catalogs.connector(catalog).databases()
+        return self.catalogs.catalog(catalog).databases()
 
     def get_database(self, catalog: str, database: str) -> str:
         self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
-        self.catalogs.connector(catalog).require_database(database)
+        self.catalogs.catalog(catalog).require_database(database)
         return database
 
     def list_table_metadata(
@@ -73,13 +69,13 @@ class MetadataOperations:
     ) -> list[TableInfo]:
         if not self.access.allowed("lakeward:UseCatalog", catalog_arn(catalog)):
             return []
-        connector = self.catalogs.connector(catalog)
-        names = [n for n in connector.tables(database) if matches(expression, n)]
-        return [views.described(connector.table(database, n)) for n in sorted(names)]
+        backend = self.catalogs.catalog(catalog)
+        names = [n for n in backend.tables(database) if matches(expression, n)]
+        return [described(backend.table(database, n)) for n in sorted(names)]
 
     def get_table_metadata(self, catalog: str, database: str, table: str) -> TableInfo:
         self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
-        return views.described(self.catalogs.connector(catalog).table(database, table))
+        return described(self.catalogs.catalog(catalog).table(database, table))
 
     # -- workgroups and named queries ---------------------------------------
 
@@ -141,30 +137,6 @@ class MetadataOperations:
             ids
         ) > max_results else None
 
-    def metadata_result(self, statement: Statement) -> EngineResult:
-        """SHOW and DESCRIBE answer from the catalogs, without an engine."""
-        if statement.kind == "show_catalogs":
-            rows, name = [c.name for c in self.catalogs.all()], "catalog"
-            return _one_column(name, sorted(r for r in rows if matches(statement.like, r)))
-        if statement.kind == "show_databases":
-            names = self.list_databases(statement.catalog or DEFAULT_CATALOG)
-            return _one_column("database_name", [n for n in names if _like(statement.like, n)])
-        if statement.kind == "show_tables":
-            connector = self.catalogs.connector(statement.catalog or DEFAULT_CATALOG)
-            names = connector.tables(statement.database or "default")
-            return _one_column("tab_name", sorted(n for n in names if _like(statement.like, n)))
-        assert statement.table is not None
-        info = self.get_table_metadata(*_parts(statement.table))
-        if statement.kind == "show_columns":
-            return _one_column("field", [c.name for c in [*info.columns, *info.partition_keys]])
-        lines = [f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.columns]
-        if info.partition_keys:
-            lines += ["", "# Partition Information", "# col_name\tdata_type\tcomment", ""]
-            lines += [
-                f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.partition_keys
-            ]
-        return _one_column("col_name", lines)
-
 
 def next_token_at(offset: int) -> str:
     return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
@@ -180,19 +152,3 @@ def offset_of(token: str | None) -> int:
         return int(value)
     except (ValueError, UnicodeDecodeError):
         raise InvalidRequest("NextToken is not valid") from None
-
-
-def _like(pattern: str | None, name: str) -> bool:
-    """Trino's LIKE: % any characters, _ one character."""
-    if not pattern:
-        return True
-    return matches(pattern.replace("%", "*").replace("_", "?"), name)
-
-
-def _parts(ref: TableRef) -> tuple[str, str, str]:
-    return ref.catalog, ref.database, ref.table
-
-
-def _one_column(name: str, values: list[str]) -> EngineResult:
-    table = pa.table({name: pa.array(values, pa.string())})
-    return EngineResult([ColumnInfo(name=name, type="varchar")], iter(table.to_batches()))

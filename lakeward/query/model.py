@@ -5,6 +5,7 @@ Times are UTC datetimes; byte counts and milliseconds are ints.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -95,14 +96,10 @@ class ResultPage:
     def of_rows(
         cls, columns: list[ColumnInfo], rows: list[list[str | None]], next_token: str | None = None
     ) -> ResultPage:
-        from lakeward.query.pages import json_rows
-
         return cls(columns, json_rows(rows), next_token)
 
     @property
     def rows(self) -> list[list[str | None]]:
-        from lakeward.query.pages import rows_of_json
-
         return rows_of_json(self.rows_json)
 
 
@@ -153,3 +150,22 @@ class TableRef:
 
 
 JsonDict = dict[str, Any]
+
+
+_COMPACT = (",", ":")
+
+
+def json_rows(rows: list[list[str | None]]) -> bytes:
+    """Rows of Python strings as a page's rows (comma-joined), for what has no Arrow form."""
+    return b",".join(_row_json(row) for row in rows)
+
+
+def _row_json(row: list[str | None]) -> bytes:
+    data = [{} if v is None else {"VarCharValue": v} for v in row]
+    return json.dumps({"Data": data}, separators=_COMPACT).encode("ascii")
+
+
+def rows_of_json(rows_json: bytes) -> list[list[str | None]]:
+    """A page's rows back as Python strings (None for NULL)."""
+    rows = json.loads(b"[" + rows_json + b"]")
+    return [[datum.get("VarCharValue") for datum in row["Data"]] for row in rows]

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.errors import StorageError
-from lakeward.query.model import ColumnInfo
+from lakeward.query.model import ColumnInfo, json_rows
 
 MAGIC = b"lakeward-pages 1\n"
 _SIZES = struct.Struct("<4Q")
@@ -46,22 +46,6 @@ _ESCAPES = (
 _NEEDS_ESCAPE = r'[\\"\x00-\x1f]'
 _ODD_CONTROL = r"[\x00-\x07\x0b\x0e-\x1f\x7f]"  # json.dumps writes these as \u00XX
 _COMPACT = (",", ":")
-
-
-def json_rows(rows: list[list[str | None]]) -> bytes:
-    """Rows of Python strings as a page's rows (comma-joined), for what has no Arrow form."""
-    return b",".join(_row_json(row) for row in rows)
-
-
-def _row_json(row: list[str | None]) -> bytes:
-    data = [{} if v is None else {"VarCharValue": v} for v in row]
-    return json.dumps({"Data": data}, separators=_COMPACT).encode("ascii")
-
-
-def rows_of_json(rows_json: bytes) -> list[list[str | None]]:
-    """A page's rows back as Python strings (None for NULL)."""
-    rows = json.loads(b"[" + rows_json + b"]")
-    return [[datum.get("VarCharValue") for datum in row["Data"]] for row in rows]
 
 
 def row_fragments(texts: list[pa.Array], plain: list[bool], num_rows: int) -> pa.Array:
@@ -172,7 +156,7 @@ class Pages:
 
 
 def header_json(columns: list[ColumnInfo]) -> bytes:
-    return _row_json([c.name for c in columns])
+    return json_rows([[c.name for c in columns]])
 
 
 def encode(

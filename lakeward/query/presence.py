@@ -85,7 +85,7 @@ class Presence:
         on_reap: Callable[[], object] | None = None,
     ) -> None:
         """``on_reap`` runs after each look for processes that are gone (their writes
-        are rolled back there: statements/publish.py)."""
+        are rolled back there: query/journal.py)."""
         self.store = store
         self._on_reap = on_reap
         self.id = process or new_process_id()

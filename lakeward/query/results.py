@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from lakeward.errors import InvalidRequest, ObjectNotFound, ResourceNotFound, StorageError
 from lakeward.query import pages
 from lakeward.query.engines.base import EngineResult
-from lakeward.query.model import ColumnInfo, ResultPage
+from lakeward.query.model import ColumnInfo, ResultPage, json_rows
 from lakeward.query.pages import Pages
 from lakeward.query.texts import column_texts, is_plain
 from lakeward.storage import Storage
@@ -312,7 +312,7 @@ def _load_legacy(
         position = len(next(records, b""))  # past the header
         for record in records:
             csv_offsets.append(position)
-            body.append(pages.json_rows([_parse(record)]) + b",")
+            body.append(json_rows([_parse(record)]) + b",")
             offsets.append(offsets[-1] + len(body[-1]))
             position += len(record)
     csv_offsets.append(position)

@@ -15,29 +15,22 @@ import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-import pyarrow.fs as pafs
 from sqlalchemy.exc import IntegrityError
 
 from lakeward.access import AllowAll, Authorizer, current_principal
-from lakeward.access.arns import catalog_arn, s3_arn, workgroup_arn
+from lakeward.access.arns import catalog_arn, workgroup_arn
 from lakeward.config import Settings
-from lakeward.errors import (
-    InvalidRequest,
-    LakewardError,
-    QueryFailed,
-    ResourceNotFound,
-    TooManyRequests,
-)
+from lakeward.errors import InvalidRequest, LakewardError, TooManyRequests
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query import results
 from lakeward.query.athena_errors import athena_reason
 from lakeward.query.catalogs import URIS_PARAMETER, Catalogs
 from lakeward.query.engines import load_engine
-from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
-from lakeward.query.formats import TableFormat
+from lakeward.query.engines.base import Engine, EngineResult
+from lakeward.query.journal import Journal
 from lakeward.query.metadata import (
     DEFAULT_CATALOG,
     DEFAULT_WORKGROUP,
@@ -52,19 +45,18 @@ from lakeward.query.model import (
     QueryState,
     ResultPage,
     StatementType,
-    TableRef,
     WorkGroup,
 )
 from lakeward.query.owners import check_reader, listed_owner, may_read
+from lakeward.query.planner import Plan, Planner, Run
 from lakeward.query.presence import Presence
-from lakeward.query.sql import Statement, check_translatable, parse_statement, to_engine_sql
-from lakeward.query.statements import Context, views
-from lakeward.query.statements.publish import roll_back_orphans
+from lakeward.query.sql.queries import Statement
+from lakeward.query.statements import parse_statement
+from lakeward.query.statements.base import Command, Context
 from lakeward.query.store import Store
+from lakeward.query.translate.query import check_translatable
 from lakeward.query.workgroups import WorkGroups
 from lakeward.storage import Storage, load_storage
-from lakeward.storage.arrow import S3Options, arrow_filesystem
-from lakeward.storage.paths import lake_place
 
 log = logging.getLogger(__name__)
 
@@ -83,31 +75,18 @@ def _ms(seconds: float) -> int:
     return int(seconds * 1000)
 
 
-@dataclass(frozen=True)
-class Plan:
-    """A SELECT ready to run: the engine, its SQL, the tables it reads and the bytes in them."""
-
-    engine: Engine
-    sql: str
-    tables: list[ResolvedTable]
-    limits: Limits
-    scanned: int
-
-
-class _Run:
-    """What the service knows of an execution while it is queued or running."""
+class _Execution(Run):
+    """A run of this process, with the statement it runs."""
 
     def __init__(
-        self, statement: Statement, group: WorkGroup, principal: str, execution: QueryExecution
+        self,
+        statement: Statement | Command,
+        group: WorkGroup,
+        principal: str,
+        execution: QueryExecution,
     ) -> None:
-        self.execution = execution  # this process updates it: polls are answered from it
+        super().__init__(group, principal, execution)
         self.statement = statement
-        self.group = group
-        self.principal = principal
-        self.cancelled = threading.Event()
-        self.timed_out = threading.Event()
-        self.engine: Engine | None = None
-        self.interrupted = float("-inf")  # monotonic time of the last interrupt sent
 
 
 class QueryService(MetadataOperations):
@@ -136,17 +115,19 @@ class QueryService(MetadataOperations):
         self.catalogs = Catalogs(self.store)
         self.workgroups = WorkGroups(self.store, self.access, settings.lake_root)
         self._engines: dict[str, Engine] = {}
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, _Execution] = {}
         self._recent: OrderedDict[str, QueryExecution] = OrderedDict()  # finished: never change
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, int], threading.Semaphore] = {}
         self._ended = threading.Condition()  # notified when an execution of this process ends
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
-        self._spill = settings.data_dir / "query" / "spill"
-        self._spill.mkdir(parents=True, exist_ok=True)
+        spill = settings.data_dir / "query" / "spill"
+        spill.mkdir(parents=True, exist_ok=True)
+        self.planner = Planner(settings, self.access, self.catalogs, self.engine, str(spill))
         self.presence = Presence(
             self.store, self._stop_here, lambda: bool(self._runs), process, self._roll_back_writes
         )
+        self.journal = Journal(settings, self.storage, self.store, self.presence.id)
         self._bootstrap(owner)
 
     def _bootstrap(self, owner: bool) -> None:
@@ -169,9 +150,7 @@ class QueryService(MetadataOperations):
 
     def _roll_back_writes(self) -> None:
         """Undo the writes (files, a CTAS's table) of processes that are gone."""
-        roll_back_orphans(
-            self.settings, self.storage, self.store, lambda c: self.catalogs.connector(c).client
-        )
+        self.journal.roll_back_orphans(self.catalogs.catalog)
 
     def close(self) -> None:
         for execution_id in list(self._runs):
@@ -227,7 +206,10 @@ class QueryService(MetadataOperations):
                 default_database=database,
                 catalogs=self.catalogs.names(),
             )
-            check_translatable(statement, group.engine)
+            if isinstance(statement, Command):
+                statement.check(group.engine)
+            else:
+                check_translatable(statement, group.engine)
         except InvalidRequest as refused:
             log.warning("refused a query from %s: %s: %r", principal, refused, query[:500])
             raise
@@ -256,7 +238,7 @@ class QueryService(MetadataOperations):
             started_by=principal,
         )
         execution.output_location = f"{location}/{execution.id}.csv"
-        result_arn = self._lake_arn(execution.output_location)
+        result_arn = self.planner.lake_arn(execution.output_location)
         if result_arn:
             self.access.authorize("s3:PutObject", result_arn, principal=principal)
         reused = self._reusable(execution, statement, reuse_max_age_minutes)
@@ -277,7 +259,7 @@ class QueryService(MetadataOperations):
                 raise TooManyRequests(f"more than {MAX_QUEUED} queries are queued; retry later")
         self.workgroups.admit(execution.id, group, caller)
         with self._lock:
-            self._runs[execution.id] = _Run(statement, group, principal, execution)
+            self._runs[execution.id] = _Execution(statement, group, principal, execution)
         try:
             self.store.add_execution(execution, owner=self.presence.id)
         except IntegrityError:  # the same token, started at the same moment in another process
@@ -306,10 +288,10 @@ class QueryService(MetadataOperations):
         return requested
 
     def _reusable(
-        self, execution: QueryExecution, statement: Statement, max_age: int | None
+        self, execution: QueryExecution, statement: Statement | Command, max_age: int | None
     ) -> QueryExecution | None:
         # Only a query's result may be reused: a write or DDL must run every time.
-        if not max_age or statement.kind != "select":
+        if not max_age or not isinstance(statement, Statement) or statement.kind != "select":
             return None
         if not 0 < max_age <= 10080:
             raise InvalidRequest("MaxAgeInMinutes must be between 1 and 10080")
@@ -363,7 +345,7 @@ class QueryService(MetadataOperations):
             with self._ended:
                 self._ended.notify_all()
 
-    def _run(self, execution: QueryExecution, run: _Run) -> None:
+    def _run(self, execution: QueryExecution, run: _Execution) -> None:
         started = time.monotonic()
         try:
             result, scanned = self._result(execution, run)
@@ -434,79 +416,26 @@ class QueryService(MetadataOperations):
             if run.engine is not None:
                 run.engine.interrupt(execution_id)
 
-    def _result(self, execution: QueryExecution, run: _Run) -> tuple[EngineResult, int]:
+    def _result(self, execution: QueryExecution, run: _Execution) -> tuple[EngineResult, int]:
         statement = run.statement
-        if statement.kind in ("select", "explain"):
-            target = statement.explained if statement.kind == "explain" else statement
-            assert target is not None
-            plan = self.plan(execution, target)
-            sql = f"EXPLAIN {plan.sql}" if statement.kind == "explain" else plan.sql
-            return plan.engine.execute(execution.id, sql, plan.tables, plan.limits), plan.scanned
-        if statement.command is not None:
-            context = Context(self, execution, run.principal, run.group, run.cancelled.is_set)
-            return statement.command.run(context), 0
-        return self.metadata_result(statement), 0
+        if isinstance(statement, Command):
+            context = Context(
+                self.settings,
+                self.access,
+                self.catalogs,
+                self.planner,
+                self.storage,
+                self.journal,
+                run,
+            )
+            return statement.run(context), 0
+        plan = self.planner.plan(run, statement.target)
+        sql = f"EXPLAIN {plan.sql}" if statement.kind == "explain" else plan.sql
+        return plan.engine.execute(execution.id, sql, plan.tables, plan.limits), plan.scanned
 
     def plan(self, execution: QueryExecution, select: Statement) -> Plan:
-        """Ready a SELECT to run on the execution's engine: its tables resolved, their data's
-        reading authorized, the workgroup's cutoff checked, the SQL translated.
-
-        For a query, and for the SELECT of a write (CTAS, INSERT INTO, UNLOAD).
-        """
-        run = self._runs[execution.id]
-        planning = time.monotonic()
-        select = views.expand(self, select, run.principal)  # a view reads its query
-        tables = [self._resolve(ref) for ref in select.tables]
-        for table in tables:
-            for place in _places(table):  # a partition may lie outside the table's place
-                data_arn = self._lake_arn(place.rstrip("/") + "/*")
-                if data_arn:
-                    self.access.authorize("s3:GetObject", data_arn, principal=run.principal)
-        scanned = sum(
-            _size_of(self.settings, place, missing_ok=t.partitions is not None)
-            for t in tables
-            for place in _places(t)
-        )
-        cutoff = run.group.bytes_scanned_cutoff
-        if cutoff is not None and scanned > cutoff:
-            raise InvalidRequest(
-                f"the query would scan {scanned:,} bytes, more than the workgroup's cutoff "
-                f"of {cutoff:,} bytes (BytesScannedCutoffPerQuery)"
-            )
-        engine = run.engine = self.engine(run.group.engine)
-        if run.timed_out.is_set() or run.cancelled.is_set():
-            # Asked before the engine was known (resolving, loading it): the interrupt
-            # had nothing to reach, so the query must not start now.
-            raise QueryFailed("stopped before the engine started")
-        columns = {t.ref: [*t.columns, *t.partition_keys] for t in tables}
-        sql = to_engine_sql(select, engine.dialect, engine.table_name, columns)
-        limits = Limits(memory_limit="1GB", spill_directory=str(self._spill))
-        execution.statistics.planning_ms = _ms(time.monotonic() - planning)
-        return Plan(engine, sql, tables, limits, scanned)
-
-    def _resolve(self, ref: TableRef) -> ResolvedTable:
-        connector = self.catalogs.connector(ref.catalog)
-        info = connector.table(ref.database, ref.table)
-        # A partitioned table reads the partitions the metastore has, where it has them.
-        partitions = connector.partitions(ref.database, ref.table) if info.partition_keys else None
-        return ResolvedTable(
-            ref,
-            info.location,
-            info.columns,
-            info.partition_keys,
-            TableFormat.of(info),
-            dict(info.parameters),
-            partitions,
-        )
-
-    def _lake_arn(self, uri: str) -> str | None:
-        """The s3 ARN of a place in the lake (``arn:lakeward:s3:::<bucket>/<key>``).
-
-        None for a place outside this stack's lake (a table another catalog
-        keeps elsewhere): its catalog permission is what governs it then.
-        """
-        place = lake_place(self.settings, uri)
-        return None if place is None else s3_arn(*place)
+        """Ready a SELECT of a running execution of this process (``Planner.plan``)."""
+        return self.planner.plan(self._runs[execution.id], select)
 
     def _check_execution(self, execution: QueryExecution, action: str) -> None:
         check_reader(self.access, execution, action)
@@ -613,49 +542,13 @@ def _copy(execution: QueryExecution) -> QueryExecution:
     return replace(execution, statistics=replace(execution.statistics))
 
 
-def _substatement_type(statement: Statement) -> str | None:
-    if statement.command is not None:
-        return statement.command.substatement_type
+def _substatement_type(statement: Statement | Command) -> str | None:
+    if isinstance(statement, Command):
+        return statement.substatement_type
     return "SELECT" if statement.kind == "select" else None
 
 
-def _catalogs_used(statement: Statement, default: str) -> set[str]:
-    used = {default, *(ref.catalog for ref in statement.tables)}
-    if statement.explained is not None:
-        used |= {ref.catalog for ref in statement.explained.tables}
-    if statement.catalog:
-        used.add(statement.catalog)
-    if statement.table is not None:
-        used.add(statement.table.catalog)
-    if statement.command is not None:
-        used |= statement.command.catalogs()
-    return used
-
-
-def _places(table: ResolvedTable) -> list[str]:
-    """Where a table's files are: its location, or its partitions' when it has them."""
-    if table.partitions is None:
-        return [table.location]
-    places: list[str] = []
-    for location in sorted({p.location.rstrip("/") + "/" for p in table.partitions}):
-        if not any(location.startswith(kept) for kept in places):  # nested: counted once
-            places.append(location)
-    return places
-
-
-def _size_of(settings: Settings, location: str, *, missing_ok: bool = False) -> int:
-    """Bytes of the data files under a table location (what a full scan reads).
-
-    ``missing_ok``: a partition's directory that does not exist holds nothing.
-    """
-    try:
-        filesystem, path = arrow_filesystem(location, S3Options.from_settings(settings))
-        selector = pafs.FileSelector(path, recursive=True, allow_not_found=missing_ok)
-        infos = filesystem.get_file_info(selector)
-    except (OSError, ValueError):
-        raise ResourceNotFound(f"the table's location {location} cannot be read") from None
-    return sum(
-        i.size or 0
-        for i in infos
-        if i.type == pafs.FileType.File and not i.base_name.startswith((".", "_"))
-    )
+def _catalogs_used(statement: Statement | Command, default: str) -> set[str]:
+    if isinstance(statement, Command):
+        return {default, *statement.catalogs()}
+    return {default, *(ref.catalog for ref in statement.target.tables)}

@@ -119,7 +119,7 @@ writes = Table(
     "query_writes",
     metadata,
     # Added in v4: the writes in flight (CTAS, INSERT INTO, UNLOAD), so that the files and
-    # the table a write left behind when its process died are removed (statements/publish.py).
+    # the table a write left behind when its process died are removed (query/journal.py).
     Column("execution_id", String(36), primary_key=True),
     Column("owner", String(128), nullable=False, index=True),
     Column("staging", Text, nullable=False),  # the local directory its files are staged in

@@ -411,8 +411,8 @@ def test_the_data_engineer_reads_the_catalog_but_changes_it_only_when_granted(
 def test_show_create_table_of_the_pipelines_tables_reads_back(stack: Settings) -> None:
     """Tables Spark and the ETL registered: SHOW CREATE TABLE gives DDL that makes them again."""
     from lakeward.query.formats import TableFormat
-    from lakeward.query.sql import parse_statement
-    from lakeward.query.statements.catalog.tables import CreateTable
+    from lakeward.query.statements import parse_statement
+    from lakeward.query.statements.ddl.tables import CreateTable
 
     athena = client_for(stack)
     with metastore(stack) as client:
@@ -427,7 +427,7 @@ def test_show_create_table_of_the_pipelines_tables_reads_back(stack: Settings) -
         statement = "\n".join(r[0] for r in shown["rows"])
         command = parse_statement(
             statement, default_catalog=CATALOG, default_database="default", catalogs=[CATALOG]
-        ).command
+        )
         assert isinstance(command, CreateTable), name
         assert command.columns == info.columns and command.partition_keys == info.partition_keys
         made, stored = command.format, TableFormat.of(info)

@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.client import Column, escape_path_name, partition_name
 from lakeward.query import formats
 from lakeward.query.model import StatementType, TableRef
-from lakeward.query.sql import Statement, parse_statement
-from lakeward.query.statements.catalog.databases import CreateDatabase, DropDatabase
-from lakeward.query.statements.catalog.partitions import (
-    AddPartitions,
-    DropPartitions,
-    MovePartition,
-)
-from lakeward.query.statements.catalog.reader import unescape
-from lakeward.query.statements.catalog.tables import AlterTable, CreateTable, create_statement
+from lakeward.query.statements import parse_statement
+from lakeward.query.statements.ddl.databases import CreateDatabase, DropDatabase
+from lakeward.query.statements.ddl.parsing import unescape
+from lakeward.query.statements.ddl.partitions import AddPartitions, DropPartitions, MovePartition
+from lakeward.query.statements.ddl.tables import AlterTable, CreateTable, create_statement
 
 CATALOG = "demo_hive_metastore"
 
 
-def parse(sql: str) -> Statement:
+def parse(sql: str) -> Any:
     return parse_statement(
         sql, default_catalog=CATALOG, default_database="default", catalogs=[CATALOG]
     )
@@ -45,8 +43,8 @@ def test_create_external_table_reads_every_clause() -> None:
         "STORED AS TEXTFILE LOCATION 's3://lakeward-data/orders/'\n"
         "TBLPROPERTIES ('skip.header.line.count'='1', \"classification\"=\"csv\")"
     )
-    assert statement.kind == "command" and statement.statement_type == StatementType.DDL
-    command = statement.command
+    assert statement.statement_type == StatementType.DDL
+    command = statement
     assert isinstance(command, CreateTable)
     assert command.ref == TableRef(CATALOG, "sales", "orders")
     assert command.if_not_exists and command.comment == "orders"
@@ -74,7 +72,7 @@ def test_create_external_table_reads_every_clause() -> None:
     kept = parse(
         "CREATE EXTERNAL TABLE t (a int) TBLPROPERTIES ('table_type'='HIVE', "
         "'projection.enabled'='false', 'has_encrypted_data'='false')"
-    ).command
+    )
     assert isinstance(kept, CreateTable) and len(kept.properties) == 3
     assert command.catalogs() == {CATALOG}
 
@@ -132,7 +130,7 @@ def test_create_external_table_reads_every_clause() -> None:
 def test_the_storage_descriptor_follows_row_format_and_stored_as(
     clauses: str, expected: formats.TableFormat
 ) -> None:
-    command = parse(f"CREATE EXTERNAL TABLE t (a int) {clauses} LOCATION 'x'").command
+    command = parse(f"CREATE EXTERNAL TABLE t (a int) {clauses} LOCATION 'x'")
     assert isinstance(command, CreateTable)
     assert command.format == expected
 
@@ -212,42 +210,42 @@ def test_databases() -> None:
     create = parse(
         "CREATE SCHEMA IF NOT EXISTS sales COMMENT 'all sales' LOCATION 's3://b/sales' "
         "WITH DBPROPERTIES ('owner'='bi')"
-    ).command
+    )
     assert create == CreateDatabase(
         CATALOG, "sales", True, "all sales", "s3://b/sales", {"owner": "bi"}
     )
-    drop = parse("DROP DATABASE IF EXISTS sales CASCADE").command
+    drop = parse("DROP DATABASE IF EXISTS sales CASCADE")
     assert drop == DropDatabase(CATALOG, "sales", if_exists=True, cascade=True)
-    assert parse("DROP SCHEMA sales RESTRICT").command == DropDatabase(CATALOG, "sales")
+    assert parse("DROP SCHEMA sales RESTRICT") == DropDatabase(CATALOG, "sales")
 
 
 def test_alter_table_statements() -> None:
     add = parse(
         "ALTER TABLE orders ADD IF NOT EXISTS PARTITION (dt='2020-01-01', region = 'eu') "
         "LOCATION 's3://x/1' PARTITION (region='us', dt='2020-01-02')"
-    ).command
+    )
     assert isinstance(add, AddPartitions) and add.if_not_exists
     assert add.specs == [
         ([("dt", "2020-01-01"), ("region", "eu")], "s3://x/1"),
         ([("region", "us"), ("dt", "2020-01-02")], None),
     ]
-    drop = parse("ALTER TABLE orders DROP PARTITION (dt='2020-01-01'), PARTITION (n=-5)").command
+    drop = parse("ALTER TABLE orders DROP PARTITION (dt='2020-01-01'), PARTITION (n=-5)")
     assert isinstance(drop, DropPartitions) and not drop.if_exists
     assert drop.specs == [[("dt", "2020-01-01")], [("n", "-5")]]
-    props = parse("ALTER TABLE orders SET TBLPROPERTIES ('a'='1')").command
+    props = parse("ALTER TABLE orders SET TBLPROPERTIES ('a'='1')")
     assert props == AlterTable(
         TableRef(CATALOG, "default", "orders"), "SET TBLPROPERTIES", {"a": "1"}
     )
-    columns = parse("ALTER TABLE orders ADD COLUMNS (c int COMMENT 'new', d array<string>)").command
+    columns = parse("ALTER TABLE orders ADD COLUMNS (c int COMMENT 'new', d array<string>)")
     assert isinstance(columns, AlterTable) and columns.clause == "ADD COLUMNS"
     assert columns.columns == [Column("c", "int", "new"), Column("d", "array<string>")]
-    moved = parse("ALTER TABLE orders SET LOCATION 's3://b/orders2/'").command
+    moved = parse("ALTER TABLE orders SET LOCATION 's3://b/orders2/'")
     assert isinstance(moved, AlterTable) and moved.clause == "SET LOCATION"
     assert moved.location == "s3://b/orders2/"
-    part = parse("ALTER TABLE orders PARTITION (dt='2020-01-01') SET LOCATION 's3://b/x'").command
+    part = parse("ALTER TABLE orders PARTITION (dt='2020-01-01') SET LOCATION 's3://b/x'")
     assert isinstance(part, MovePartition)
     assert (part.spec, part.location) == ([("dt", "2020-01-01")], "s3://b/x")
-    replaced = parse("ALTER TABLE orders REPLACE COLUMNS (c bigint)").command
+    replaced = parse("ALTER TABLE orders REPLACE COLUMNS (c bigint)")
     assert isinstance(replaced, AlterTable) and replaced.clause == "REPLACE COLUMNS"
 
 
@@ -271,7 +269,7 @@ def test_show_create_table_reads_back_as_the_same_table() -> None:
         "COMMENT 'T' PARTITIONED BY (dt date) ROW FORMAT DELIMITED FIELDS TERMINATED BY '\\001' "
         "NULL DEFINED AS '\\\\N' LOCATION 'file:/lake/b/t' TBLPROPERTIES ('k'='v')"
     )
-    command = parse(sql).command
+    command = parse(sql)
     assert isinstance(command, CreateTable)
     from lakeward.metastore.client import TableInfo
 
@@ -289,7 +287,7 @@ def test_show_create_table_reads_back_as_the_same_table() -> None:
     )
     shown = create_statement(table)
     assert "FIELDS TERMINATED BY '\\001'" in shown and "'EXTERNAL'" not in shown
-    again = parse(shown).command
+    again = parse(shown)
     assert isinstance(again, CreateTable)
     assert (again.columns, again.partition_keys, again.format, again.comment) == (
         command.columns,
@@ -315,7 +313,7 @@ def test_show_create_table_reads_back_as_the_same_table() -> None:
 def test_partition_values_are_checked_against_their_type(
     hive_type: str, good: list[str], bad: list[str]
 ) -> None:
-    from lakeward.query.statements.catalog.partitions import check_value
+    from lakeward.query.statements.ddl.partitions import check_value
 
     for value in good:
         check_value("k", hive_type, value)

@@ -204,7 +204,7 @@ def test_the_connection_itself_is_locked(
 
 LEFTOVERS = (
     "SELECT (SELECT count(*) FROM duckdb_tables()) + (SELECT count(*) FROM duckdb_sequences())"
-    # Beyond the macros of Trino's semantics (query/trino) every connection opens with.
+    # Beyond the macros of Trino's semantics (query/translate) every connection opens with.
     " + (SELECT count(*) FROM duckdb_functions() WHERE NOT internal"
     "    AND NOT starts_with(function_name, 'trino_'))"
     " + (SELECT count(*) FROM duckdb_variables())"
@@ -416,7 +416,7 @@ def test_queries_without_tables_share_a_pooled_connection(engine: DuckDbEngine) 
 
 
 def test_the_pool_keeps_a_bounded_number_of_connections(lake: Path) -> None:
-    from lakeward.query.engines.pool import ConnectionPool
+    from lakeward.query.engines.duckdb.pool import ConnectionPool
 
     pool = ConnectionPool(per_key=2, total=3)
     taken = [pool.take([str(lake / d)], Limits()) for d in ("plain", "plain", "plain", "events")]

@@ -262,7 +262,7 @@ def test_a_table_another_metastore_client_changes_is_read_anew_by_the_next_query
     from lakeward.metastore.client import MetastoreClient
     from lakeward.metastore.uris import metastore_uris
 
-    connector = service.catalogs.connector("demo_hive_metastore")
+    connector = service.catalogs.catalog("demo_hive_metastore")
     calls: Counter[str] = Counter()
     read = connector.client._failover.read
 

@@ -386,7 +386,7 @@ def test_text_partitions_a_query_prunes_are_not_read(engine: DuckDbEngine, tmp_p
 
 
 def test_tables_spark_reads_otherwise_are_named(tmp_path: Path) -> None:
-    from lakeward.query.engines.readers import spark_refusal
+    from lakeward.query.engines.spark import spark_refusal
 
     header = {"skip.header.line.count": "1"}
     csv_typed = table("t", tmp_path, [("a", "string"), ("n", "bigint")], CSV)
@@ -438,7 +438,7 @@ def test_footer_lines_and_hive_json_ignoring_no_malformed_line(
 def test_a_text_file_is_parsed_once_per_version(
     engine: DuckDbEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lakeward.query.engines import readers
+    from lakeward.query.engines.duckdb import readers
 
     parsed: list[str] = []
     read_file = readers._read_file

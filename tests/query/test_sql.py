@@ -11,8 +11,11 @@ import pytest
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.client import Column
 from lakeward.query.model import StatementType, TableRef
-from lakeward.query.sql import Statement, parse_statement, to_engine_sql
-from lakeward.query.trino import MACROS
+from lakeward.query.sql.queries import Statement
+from lakeward.query.statements import parse_statement
+from lakeward.query.statements.show import Describe, ShowCatalogs, ShowDatabases, ShowTables
+from lakeward.query.translate.duckdb import MACROS
+from lakeward.query.translate.query import to_engine_sql
 
 CATALOG = "demo_hive_metastore"
 SEED = (
@@ -174,32 +177,36 @@ def test_engine_name_differing_from_the_table_keeps_qualified_columns_working() 
 @pytest.mark.parametrize(
     ("sql", "kind", "fields"),
     [
-        ("SHOW CATALOGS", "show_catalogs", {}),
-        ("SHOW DATABASES", "show_databases", {"catalog": CATALOG}),
-        ("show schemas from OTHER", "show_databases", {"catalog": "other"}),
-        ("SHOW SCHEMAS IN other LIKE 'sa%'", "show_databases", {"catalog": "other", "like": "sa%"}),
-        ("SHOW TABLES", "show_tables", {"catalog": CATALOG, "database": "default"}),
-        ("SHOW TABLES IN db", "show_tables", {"catalog": CATALOG, "database": "db"}),
+        ("SHOW CATALOGS", ShowCatalogs, {}),
+        ("SHOW DATABASES", ShowDatabases, {"catalog": CATALOG}),
+        ("show schemas from OTHER", ShowDatabases, {"catalog": "other"}),
+        ("SHOW SCHEMAS IN other LIKE 'sa%'", ShowDatabases, {"catalog": "other", "like": "sa%"}),
+        ("SHOW TABLES", ShowTables, {"catalog": CATALOG, "database": "default"}),
+        ("SHOW TABLES IN db", ShowTables, {"catalog": CATALOG, "database": "db"}),
         (
             "SHOW TABLES FROM other.\"Sales\" LIKE 'o''r%';",
-            "show_tables",
+            ShowTables,
             {"catalog": "other", "database": "sales", "like": "o'r%"},
         ),
-        ("SHOW COLUMNS FROM covid_confirmed_cases", "show_columns", {"table": CASES}),
-        ("SHOW COLUMNS IN default.covid_confirmed_cases", "show_columns", {"table": CASES}),
+        (
+            "SHOW COLUMNS FROM covid_confirmed_cases",
+            Describe,
+            {"table": CASES, "columns_only": True},
+        ),
+        ("SHOW COLUMNS IN default.covid_confirmed_cases", Describe, {"table": CASES}),
         (
             "DESCRIBE demo_hive_metastore.default.covid_confirmed_cases",
-            "describe",
-            {"table": CASES},
+            Describe,
+            {"table": CASES, "columns_only": False},
         ),
-        ("/* c */ DESC `covid_confirmed_cases`", "describe", {"table": CASES}),
+        ("/* c */ DESC `covid_confirmed_cases`", Describe, {"table": CASES}),
     ],
 )
-def test_show_and_describe(sql: str, kind: str, fields: dict[str, object]) -> None:
+def test_show_and_describe(sql: str, kind: type, fields: dict[str, object]) -> None:
     statement = parse(sql)
-    assert statement.kind == kind
+    assert isinstance(statement, kind)
     assert statement.statement_type == StatementType.UTILITY
-    assert statement.tables == ()
+    assert statement.tables_read() == ()
     for name, value in fields.items():
         assert getattr(statement, name) == value
 
@@ -247,9 +254,9 @@ def test_comments_do_not_reach_the_engine() -> None:
     assert to_engine_sql(statement, "duckdb", duckdb_name) == "SELECT 1 AS _col0"
 
 
-def test_show_has_no_engine_sql() -> None:
-    with pytest.raises(InvalidRequest, match="answered from the metastore"):
-        to_engine_sql(parse("SHOW TABLES"), "duckdb", duckdb_name)
+def test_show_is_a_command_answered_from_the_catalogs_not_by_an_engine() -> None:
+    shown = parse("SHOW TABLES")
+    assert isinstance(shown, ShowTables) and not isinstance(shown, Statement)
 
 
 # --- refusals ---------------------------------------------------------------------------

@@ -14,8 +14,10 @@ from lakeward.errors import InvalidRequest
 from lakeward.metastore.client import Column
 from lakeward.query.engines.spark import without_zones
 from lakeward.query.model import TableRef
-from lakeward.query.sql import Statement, check_translatable, parse_statement, to_engine_sql
+from lakeward.query.sql.queries import Statement
+from lakeward.query.statements import parse_statement
 from lakeward.query.texts import column_texts
+from lakeward.query.translate.query import check_translatable, to_engine_sql
 
 DEATHS = TableRef("demo_hive_metastore", "default", "covid_deaths")
 COLUMNS = {DEATHS: [Column("country", "string"), Column("deaths", "int"), Column("lat", "double")]}

@@ -11,13 +11,11 @@ import pytest
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.client import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.query.model import ColumnInfo, TableRef
-from lakeward.query.sql import parse_statement
-from lakeward.query.statements.spark_views import definition
-from lakeward.query.statements.views import (
-    CreateView,
-    DropView,
-    ShowCreateView,
-    ShowViews,
+from lakeward.query.statements import parse_statement
+from lakeward.query.statements.base import Command
+from lakeward.query.statements.views.commands import CreateView, DropView, ShowCreateView, ShowViews
+from lakeward.query.statements.views.spark import definition
+from lakeward.query.view_definitions import (
     View,
     ViewColumn,
     columns_of,
@@ -33,8 +31,8 @@ def parse(sql: str) -> object:
     statement = parse_statement(
         sql, default_catalog="demo_hive_metastore", default_database="sales", catalogs=CATALOGS
     )
-    assert statement.kind == "command"
-    return statement.command
+    assert isinstance(statement, Command)
+    return statement
 
 
 def test_statements_are_read_with_their_names_resolved() -> None:

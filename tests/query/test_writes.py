@@ -29,9 +29,9 @@ from lakeward.config import Settings
 from lakeward.errors import AccessDenied, InvalidRequest, TableNotFound
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
+from lakeward.query.journal import PAUSE_FOR_TESTS
 from lakeward.query.model import QueryExecution, QueryState, WorkGroup
 from lakeward.query.service import QueryService
-from lakeward.query.statements.publish import PAUSE_FOR_TESTS
 from lakeward.storage import decode_key
 from lakeward.storage.paths import lake_place
 from tests.helpers import over_stack

@@ -114,6 +114,7 @@ class Engine(ABC):
     ) -> EngineResult:
         """Run ``sql`` reading ``tables`` only; blocking until the first batch is ready."""
 
+    @abstractmethod
     def write(
         self,
         execution_id: str,
@@ -128,12 +129,9 @@ class Engine(ABC):
         the files written so far may remain in ``target.directory``: the caller
         deletes the staging place. A SELECT without rows writes no file.
 
-        By default the rows of ``execute`` are written by lakeward's Arrow writers;
-        an engine with writers of its own (Spark) may write the files itself.
+        DuckDB's rows are written by lakeward's Arrow writers (``writers.py``); Spark
+        writes its files itself.
         """
-        from lakeward.query.engines.writers import write_result
-
-        return write_result(self.execute(execution_id, sql, tables, limits), target)
 
     @abstractmethod
     def interrupt(self, execution_id: str) -> None:

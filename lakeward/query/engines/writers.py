@@ -32,10 +32,10 @@ from lakeward.query.engines.base import (
     WriteTarget,
     WrittenFile,
 )
+from lakeward.query.formats import HIVE_DEFAULT_PARTITION
 from lakeward.query.model import ColumnInfo
 from lakeward.query.types import hive_type_of_arrow
 
-HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 TEXT_NULL = "\\N"  # LazySimpleSerDe's serialization.null.format by default
 
 COMPRESSIONS: dict[WriteFormat, tuple[Compression, tuple[Compression, ...]]] = {
@@ -77,7 +77,7 @@ def compression_of(format: WriteFormat, name: str | None) -> Compression:
 def partition_directory(keys: tuple[str, ...], values: tuple[str | None, ...]) -> str:
     """``k1=v1/k2=v2`` as Hive names a partition's directory."""
     return "/".join(
-        f"{key}={HIVE_NULL if value is None else escape_path(value)}"
+        f"{key}={HIVE_DEFAULT_PARTITION if value is None else escape_path(value)}"
         for key, value in zip(keys, values, strict=True)
     )
 

@@ -1,87 +1,93 @@
-"""Statements beyond queries: DDL, views and writes, each a ``Command`` run by the service.
+"""Which statement a text is, and the command that runs it.
 
-``sql.parse_statement`` answers SELECT, SHOW/DESCRIBE of tables and EXPLAIN itself; any
-statement whose leading words one of ``PARSERS`` claims (the longest claim wins) is parsed
-by that module into a ``Command``, carried by the ``Statement`` (kind ``"command"``) and
-run by the query service on a worker like a query: its result is written to the lake
-and a failure fails the execution with the command's message.
+``parse_statement`` reads one statement: a query (SELECT, WITH, VALUES) or EXPLAIN of one
+is a ``Statement`` (``lakeward.query.sql.queries``), which the planner readies for an
+engine; any other statement is parsed, by the parser of the longest entry of ``PARSERS``
+its leading words match, into a ``Command`` (``base.py``), which the service runs on a
+worker like a query: its result is written to the lake and a failure fails the execution
+with the command's message.
 
-A command checks its own permissions (``glue:*`` on the catalog's ARNs, ``s3:*`` on the
-lake places it writes) in ``run``, through ``Context.authorize``: a refusal fails the
-execution, as Athena's do, and leaves the metastore and the lake unchanged.
+``PARSERS`` is the one table of statements: each module's parsers are listed here, so
+which parser reads a statement never depends on the order modules were imported in.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection
 
-from lakeward.query.model import StatementType, TableRef
+from sqlglot.tokenizer_core import TokenType
 
-if TYPE_CHECKING:
-    from lakeward.query.engines.base import EngineResult
-    from lakeward.query.model import QueryExecution, WorkGroup
-    from lakeward.query.service import QueryService
-    from lakeward.query.sql import Cursor, Names
+from lakeward.errors import InvalidRequest
+from lakeward.query.sql.names import Names
+from lakeward.query.sql.queries import Statement, parse_explain, parse_query
+from lakeward.query.sql.tokens import QUERY_STARTS, Cursor, one_statement
+from lakeward.query.statements import show
+from lakeward.query.statements.base import Command, Parser
+from lakeward.query.statements.ddl import databases, partitions, tables
+from lakeward.query.statements.views import commands as views
+from lakeward.query.statements.writes import parsing as writes
+from lakeward.query.translate.duckdb.dates import refuse_ambiguous_formats
 
-
-class Command(ABC):
-    """One parsed statement; ``run`` does it and returns what Athena shows as its result."""
-
-    statement_type: StatementType = StatementType.DDL
-    substatement_type: str | None = None  # Athena's SubstatementType, where lakeward gives it
-
-    def tables_read(self) -> tuple[TableRef, ...]:
-        """Tables whose data the command reads (a CTAS's or INSERT's SELECT)."""
-        return ()
-
-    def catalogs(self) -> set[str]:
-        """Every catalog the command names (each needs ``lakeward:UseCatalog``)."""
-        return {t.catalog for t in self.tables_read()}
-
-    def check(self, engine: str) -> None:  # noqa: B027 - most commands run on any engine
-        """Refuse, when the statement is started, what ``engine`` cannot do."""
-
-    @abstractmethod
-    def run(self, context: Context) -> EngineResult:
-        """Do it; raise a LakewardError with a message for the user on failure."""
-
-
-@dataclass
-class Context:
-    """What a command runs with: the service, the execution and who started it."""
-
-    service: QueryService
-    execution: QueryExecution
-    principal: str
-    group: WorkGroup
-    cancelled: Callable[[], bool]
-
-    def authorize(self, action: str, resource: str) -> Any:
-        return self.service.access.authorize(action, resource, principal=self.principal)
-
-
-Parser = Callable[[str, "Cursor", "Names"], Command]
-"""Parses one statement: its text, a cursor at its first token, and the name resolver."""
-
-PARSERS: dict[tuple[str, ...], Parser] = {}
+PARSERS: dict[tuple[str, ...], Parser] = {
+    ("CREATE", "DATABASE"): databases.parse_create_database,
+    ("CREATE", "SCHEMA"): databases.parse_create_database,
+    ("DROP", "DATABASE"): databases.parse_drop_database,
+    ("DROP", "SCHEMA"): databases.parse_drop_database,
+    ("CREATE", "EXTERNAL", "TABLE"): tables.parse_create_external_table,
+    ("CREATE", "TABLE"): writes.parse_create_table,  # CTAS; without AS, tables' refusal
+    ("DROP", "TABLE"): tables.parse_drop_table,
+    ("ALTER", "TABLE"): partitions.parse_alter_table,
+    ("MSCK",): partitions.parse_msck,
+    ("CREATE", "VIEW"): views.parse_create_view,
+    ("CREATE", "OR", "REPLACE", "VIEW"): views.parse_create_or_replace_view,
+    ("CREATE", "PROTECTED"): views.parse_create_protected,
+    ("DROP", "VIEW"): views.parse_drop_view,
+    ("INSERT", "INTO"): writes.parse_insert,
+    ("UNLOAD",): writes.parse_unload,
+    ("SHOW",): show.parse_show,
+    ("SHOW", "VIEWS"): views.parse_show_views,
+    ("SHOW", "CREATE", "VIEW"): views.parse_show_create_view,
+    ("SHOW", "CREATE", "TABLE"): tables.parse_show_create_table,
+    ("SHOW", "PARTITIONS"): partitions.parse_show_partitions,
+    ("DESCRIBE",): show.parse_describe,
+    ("DESC",): show.parse_describe,
+}
 """Leading words (upper-cased keywords) -> the parser of statements that start so."""
 
+STATEMENTS = (
+    "queries (SELECT, WITH, VALUES), EXPLAIN, SHOW, DESCRIBE, CREATE/DROP DATABASE, "
+    "CREATE EXTERNAL TABLE, CREATE TABLE AS, ALTER TABLE, DROP TABLE, MSCK REPAIR TABLE, "
+    "CREATE/DROP VIEW, INSERT INTO and UNLOAD"
+)
 
-def claims(*words: str) -> Callable[[Parser], Parser]:
-    """Register a parser for statements starting with ``words``."""
 
-    def register(parser: Parser) -> Parser:
-        PARSERS[tuple(w.upper() for w in words)] = parser
-        return parser
-
-    return register
+def parse_statement(
+    sql: str, *, default_catalog: str, default_database: str, catalogs: Collection[str]
+) -> Statement | Command:
+    """Parse and check one statement; raise InvalidRequest for anything not allowed."""
+    names = Names(
+        default_catalog.lower(), default_database.lower(), frozenset(c.lower() for c in catalogs)
+    )
+    cursor = Cursor(one_statement(sql), sql)
+    refuse_ambiguous_formats(
+        [t.text for t in cursor.tokens if t.token_type == TokenType.VAR],
+        [t.text for t in cursor.tokens if t.token_type == TokenType.STRING],
+    )
+    parser = parser_for(cursor.keywords())
+    if parser is not None:
+        return parser(sql, cursor, names)
+    first = cursor.peek()
+    if first in QUERY_STARTS:
+        return parse_query(sql, names)
+    if first == "EXPLAIN":
+        return parse_explain(sql, cursor, names)
+    if not first:
+        raise InvalidRequest(f"a statement must start with a keyword; lakeward runs {STATEMENTS}")
+    raise InvalidRequest(f"{first} statements are not allowed: lakeward runs {STATEMENTS}")
 
 
 def parser_for(words: list[str]) -> Parser | None:
-    """The parser of the longest claim that ``words`` (the first keywords) start with."""
+    """The parser of the longest entry that ``words`` (the first keywords) start with."""
     best: tuple[str, ...] = ()
     found = None
     for claim, parser in PARSERS.items():
@@ -90,11 +96,4 @@ def parser_for(words: list[str]) -> Parser | None:
     return found
 
 
-def load() -> None:
-    """Import the modules that register parsers (kept here: one list of statement modules)."""
-    # Each module below registers its parsers with @claims when imported.
-    from lakeward.query.statements import (  # noqa: F401
-        catalog,  # CREATE/DROP DATABASE, CREATE EXTERNAL TABLE, ALTER/DROP TABLE, MSCK, SHOW ...
-        views,  # CREATE [OR REPLACE] VIEW, DROP VIEW, SHOW VIEWS
-        writes,  # CREATE TABLE AS, INSERT INTO, UNLOAD
-    )
+__all__ = ["PARSERS", "Command", "Statement", "parse_statement"]

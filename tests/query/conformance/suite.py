@@ -43,7 +43,7 @@ from lakeward.query.service import QueryService
 
 CASES = Path(__file__).parent / "cases"
 OUTCOMES = ("passed", "refused", "wrong")
-# How lakeward words a refusal, also one that only a value can decide (query/trino).
+# How lakeward words a refusal, also one that only a value can decide (query/translate).
 REFUSAL = "is not supported"
 _KEYS = {"sql", "type", "types", "value", "rows", "names", "error", "ordered", "note"}
 

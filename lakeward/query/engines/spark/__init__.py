@@ -1,0 +1,246 @@
+"""Spark SQL as a query engine, for data that outgrows one machine.
+
+Spark reads the same metastore as the rest of the stack, so tables resolve by
+``database.table`` inside Spark itself; the master (local or a cluster) comes
+from the stack's settings. One long-lived session serves every query; each
+query runs in its own job group so that it can be cancelled.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakeward.config import Settings
+from lakeward.errors import InvalidRequest, LakewardError, QueryFailed
+from lakeward.query.engines.base import (
+    Engine,
+    EngineResult,
+    Limits,
+    ResolvedTable,
+    WriteResult,
+    WriteTarget,
+)
+from lakeward.query.model import ColumnInfo, TableRef
+from lakeward.query.types import athena_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+_REFUSAL = re.compile(r"\b(upper|lower) of a text [^\n]*? is not supported on the Spark engine")
+
+SQL_CONF = {
+    # A second wall behind the SQL front: no `parquet.`/path` tables.
+    "spark.sql.runSQLOnFiles": "false",
+    # Closer to Trino (query/translate/spark/ lists what is checked): overflow and bad casts
+    # fail instead of wrapping or giving NULL; TIMESTAMP '...' is a timestamp without a
+    # time zone; a decimal result keeps its scale rather than losing digits silently.
+    "spark.sql.ansi.enabled": "true",
+    "spark.sql.timestampType": "TIMESTAMP_NTZ",
+    "spark.sql.decimalOperations.allowPrecisionLoss": "false",
+    "spark.sql.session.timeZone": "UTC",
+    # Spark's own ORC reader, in a session whose timestamps are zone-less, reads a Hive
+    # table's ORC timestamps as seconds taken for microseconds (2020-03-01 01:30 comes
+    # back as 1970-01-01 00:26:23); Hive's ORC reader reads them right.
+    "spark.sql.orc.impl": "hive",
+}
+
+
+class SparkEngine(Engine):
+    name = "spark"
+    dialect = "spark"
+
+    def __init__(self, settings: Settings, own_catalog: str = "demo_hive_metastore") -> None:
+        self.settings = settings
+        self.own_catalog = own_catalog
+        self._session: SparkSession | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def session(self) -> SparkSession:
+        with self._lock:
+            if self._session is None:
+                from lakeward.spark import build_session
+
+                # A session of its own (the SparkContext is shared): its settings stay its own.
+                self._session = build_session(self.settings, "lakeward-sql").newSession()
+                for key, value in SQL_CONF.items():
+                    self._session.conf.set(key, value)
+            return self._session
+
+    def table_name(self, ref: TableRef) -> str:
+        if ref.catalog != self.own_catalog:
+            raise InvalidRequest(
+                f"the Spark engine reads the stack's own catalog ({self.own_catalog}) only, "
+                f"not {ref.catalog}; run this query in a DuckDB workgroup"
+            )
+        return f"`{ref.database}`.`{ref.table}`"
+
+    def execute(
+        self, execution_id: str, sql: str, tables: list[ResolvedTable], limits: Limits
+    ) -> EngineResult:
+        _refuse_tables_read_otherwise(tables)
+        session = self.session
+        context = session.sparkContext
+        context.setJobGroup(execution_id, f"lakeward query {execution_id}", interruptOnCancel=True)
+        try:
+            self._refresh(tables)
+            frame = session.sql(sql)
+            batches: list[pa.RecordBatch] = frame._collect_as_arrow()
+        except Exception as error:
+            # The translation's own refusals, met by a value (query/translate/spark/'s guards),
+            # arrive wrapped in Java's exceptions: only their words are the user's business.
+            refusal = _REFUSAL.search(str(error))
+            if refusal is None:
+                raise
+            raise InvalidRequest(f"NOT_SUPPORTED: {refusal[0]}") from None
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        columns = [
+            ColumnInfo(name=field.name, **athena_type(field.dataType.simpleString()))
+            for field in frame.schema.fields
+        ]
+        return EngineResult(columns, _iterate(batches))
+
+    def write(
+        self,
+        execution_id: str,
+        sql: str,
+        tables: list[ResolvedTable],
+        limits: Limits,
+        target: WriteTarget,
+    ) -> WriteResult:
+        """Spark writes the files itself (engines/spark/writes.py): the rows never pass
+        through this process, which is what makes Spark the engine of a large CTAS."""
+        from lakeward.query.engines.spark import writes as spark_writes
+
+        if not self.settings.spark.master.startswith("local"):
+            # The staging directory is this machine's: a cluster's executors could not
+            # write into it.
+            raise QueryFailed(
+                f"the Spark engine writes tables on a local master only, not on "
+                f"{self.settings.spark.master}; run this statement in a DuckDB workgroup"
+            )
+        _refuse_tables_read_otherwise(tables)
+        session = self.session
+        context = session.sparkContext
+        context.setJobGroup(execution_id, f"lakeward write {execution_id}", interruptOnCancel=True)
+        try:
+            self._refresh(tables)
+            return spark_writes.write(session, sql, target)
+        except LakewardError:
+            raise
+        except Exception as error:
+            raise QueryFailed(failure_reason(error)) from None
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+    def _refresh(self, tables: list[ResolvedTable]) -> None:
+        """Forget what the session knows of the tables read: Spark keeps a table's list of
+        files from one query to the next, and would not see files added since (an INSERT
+        INTO by any engine or process)."""
+        for table in tables:
+            self.session.catalog.refreshTable(self.table_name(table.ref))
+
+    def interrupt(self, execution_id: str) -> None:
+        if self._session is not None:
+            self._session.sparkContext.cancelJobGroup(execution_id)
+
+    def close(self) -> None:
+        # The session is forgotten, not stopped: stopping it would stop the process's one
+        # SparkContext, under every other session of the process (another service's
+        # engine, a job's). The JVM goes with the process (it exits when its Python does).
+        with self._lock:
+            self._session = None
+
+
+# Spark's wrappers around the error a user must see (a task's, a job's).
+_WRAPPERS = re.compile(r"^\[(TASK_WRITE_FAILED|JOB_ABORTED)[^\]]*\]")
+# Advice to change Spark's settings or functions: not the user's to follow.
+_SPARK_ADVICE = re.compile(r"\s+(Use `?'?try_|If necessary set|To return NULL instead)[^\n]*")
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\] [^\n]+")
+
+
+def _refuse_tables_read_otherwise(tables: list[ResolvedTable]) -> None:
+    """A table Spark would read otherwise than Athena (engines/duckdb/readers.py) is refused."""
+    for table in tables:
+        refusal = spark_refusal(table)
+        if refusal:
+            raise InvalidRequest(f"NOT_SUPPORTED: {refusal}")
+        # Spark hands Hive's text SerDes the session's name of a table's timestamp type,
+        # timestamp_ntz, which they do not know: the query would fail in Spark's reader.
+        try:
+            kind = table.format.kind
+        except LakewardError:
+            continue  # a SerDe lakeward does not read: Spark's to say
+        stamped = [c.name for c in table.columns if c.type.startswith("timestamp")]
+        if stamped and kind in ("text", "csv"):
+            raise InvalidRequest(
+                f"NOT_SUPPORTED: the Spark engine does not read timestamp columns of text "
+                f"tables ({table.ref}.{stamped[0]}); run the query in a DuckDB workgroup"
+            )
+
+
+def failure_reason(error: Exception) -> str:
+    """The words of a Spark failure a user needs, without Java's stack and wrappers."""
+    refusal = _REFUSAL.search(str(error))
+    if refusal is not None:
+        return f"NOT_SUPPORTED: {refusal[0]}"
+    for match in _ERROR_CLASS.finditer(str(error)):
+        if not _WRAPPERS.match(match[0]):
+            return _SPARK_ADVICE.sub("", match[0])
+    first = str(error).strip().splitlines()
+    return first[0] if first else type(error).__name__
+
+
+def _iterate(batches: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        yield without_zones(batch)
+
+
+def without_zones(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Spark's timestamps (a Hive table's, read in the session's zone, UTC) as Athena shows
+    a Hive timestamp: the UTC wall-clock time, with no zone after it."""
+    columns = [
+        column.cast(pa.timestamp(column.type.unit))
+        if pa.types.is_timestamp(column.type) and column.type.tz is not None
+        else column
+        for column in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def spark_refusal(table: ResolvedTable) -> str | None:
+    """Why Spark SQL would answer otherwise than Athena over this table, if it would.
+
+    Spark's Hive reader keeps a text file's header and footer lines
+    (``skip.header.line.count`` is not read), types every column of an OpenCSVSerde
+    table as a string, and has no JSON SerDe on its class path.
+    """
+    try:
+        kind = table.format.kind
+    except LakewardError:
+        return None  # a SerDe Spark may have and lakeward does not read: Spark's to say
+    if kind not in ("text", "csv", "json"):
+        return None
+    props = {k.lower(): v for k, v in table.parameters.items()}
+    skipped = [
+        p for p in ("skip.header.line.count", "skip.footer.line.count") if props.get(p, "0") != "0"
+    ]
+    if kind == "json":
+        why = f"Spark has no {table.format.serde} to read it with"
+    elif skipped:
+        why = f"Spark's Hive reader does not skip the lines {skipped[0]} names"
+    elif kind == "csv" and any(c.type.lower() != "string" for c in table.columns):
+        why = "Spark reads every column of an OpenCSVSerde table as a string"
+    else:
+        return None
+    return (
+        f"table {table.ref} cannot be read by the Spark engine as Athena reads it: {why}; "
+        "run the query in a DuckDB workgroup"
+    )

@@ -1,0 +1,235 @@
+"""Publishing written files so that no reader sees half a write.
+
+Readers list a table's files once per query and read exactly those. A writer stages its
+files where no reader looks, then publishes them under the table's lock held exclusively,
+while a reader lists under the same lock held shared: a listing sees all of a write's files
+or none of them. The lock is a file lock in the stack's state directory, so it holds
+across every process of the stack (server workers, the CLI); it is keyed by the table's
+location, as both sides know it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from lakeward.errors import (
+    InvalidRequest,
+    LakewardError,
+    ObjectNotFound,
+    QueryCancelled,
+    QueryFailed,
+    TableNotFound,
+)
+from lakeward.query.model import TableRef
+from lakeward.storage.paths import file_uri, lake_place
+
+if TYPE_CHECKING:
+    from lakeward.config import Settings
+    from lakeward.query.catalogs.base import Catalog
+    from lakeward.query.engines.base import WrittenFile
+    from lakeward.query.store import Store
+    from lakeward.storage import ObjectInfo, Storage
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def table_lock(settings: Settings, location: str, *, shared: bool) -> Iterator[None]:
+    """Hold the lock of the table at ``location`` (shared to list, exclusive to publish)."""
+    key = file_uri(location.replace("s3a://", "s3://", 1)).rstrip("/")
+    directory = settings.data_dir / "run" / "table-locks"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.lock"
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+PAUSE_FOR_TESTS = "LAKEWARD_TEST_PAUSE_WRITE"
+"""For tests only: seconds a write waits once its files are published and its table or
+partitions registered, before it commits (a test kills the process in that moment)."""
+
+
+class Write:
+    """One statement's write: staged, published, registered, then committed or rolled back.
+
+    The write is journaled in the query service's state (``query_writes``) from its start
+    to its commit: what it is about to publish or register is recorded before it does it,
+    so that a process that finds the writer's process gone removes exactly that
+    (``roll_back_orphans``). Committing is deleting the journal's row.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage,
+        store: Store,
+        execution_id: str,
+        owner: str,
+        location: str,
+    ) -> None:
+        self.settings, self.storage, self.store = settings, storage, store
+        self.execution_id = execution_id
+        self.location = location.rstrip("/")
+        self.staging = settings.data_dir / "query" / "staging" / execution_id
+        self.objects: list[tuple[str, str]] = []
+        self.created: tuple[Catalog, TableRef] | None = None
+        shutil.rmtree(self.staging, ignore_errors=True)
+        self.staging.mkdir(parents=True)
+        store.begin_write(execution_id, owner, str(self.staging), self.location)
+
+    def publish(
+        self, files: list[WrittenFile], places: list[str] | None = None
+    ) -> list[ObjectInfo]:
+        """Put the staged files in the lake, all visible to readers at once.
+
+        Each file goes under the location, at its relative path, or to its own place
+        (``places``: a URI per file; an INSERT's file of a partition registered elsewhere).
+        """
+        uris = places or [f"{self.location}/{f.path}" for f in files]
+        objects = []
+        for uri in uris:
+            place = lake_place(self.settings, uri)
+            if place is None or not place[1]:  # checked by the statement before it wrote
+                raise InvalidRequest(f"{uri} is not in the lake")
+            objects.append(place)
+        self.store.note_write(self.execution_id, objects=objects)
+        self.objects = objects
+        published = []
+        with table_lock(self.settings, self.location, shared=False):
+            for file, (bucket, key) in zip(files, objects, strict=True):
+                with open(self.staging / file.path, "rb") as data:
+                    published.append(self.storage.put(bucket, key, data))
+        return published
+
+    def creating(self, catalog: Catalog, ref: TableRef) -> None:
+        """Say, before creating it, that the write registers the table ``ref``."""
+        self.store.note_write(self.execution_id, created_table=str(ref))
+        self.created = (catalog, ref)
+
+    def registered(self, cancelled: Callable[[], bool]) -> None:
+        """Files and metadata are in place; only the commit is left, unless stopped now."""
+        pause = os.environ.get(PAUSE_FOR_TESTS)
+        if pause:
+            log.warning("write %s pauses %s s before its commit (tests)", self.execution_id, pause)
+            until = time.monotonic() + float(pause)
+            while time.monotonic() < until and not cancelled():
+                time.sleep(0.05)
+        if cancelled():
+            raise QueryCancelled("the query was cancelled")
+
+    def commit(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+        if not self.store.end_write(self.execution_id):
+            raise QueryFailed(
+                "the write was rolled back by another server process, which took this one "
+                "for dead; run it again"
+            )
+
+    def roll_back(self) -> None:
+        """Remove what the write published and the table it created; forget it."""
+        try:
+            _undo(self.settings, self.storage, self.location, self.objects, self.created)
+        finally:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self.store.end_write(self.execution_id)
+
+
+def roll_back_orphans(
+    settings: Settings,
+    storage: Storage,
+    store: Store,
+    catalog_of: Callable[[str], Catalog],
+) -> list[str]:
+    """Roll back the writes of processes that are gone; the ids of their executions."""
+    undone = []
+    for write in store.orphan_writes():
+        created = None
+        if write["created_table"]:
+            catalog, database, table = write["created_table"].split(".")
+            ref = TableRef(catalog, database, table)
+            try:
+                created = (catalog_of(catalog), ref)
+            except LakewardError:
+                log.warning("cannot reach catalog %s to drop %s", catalog, ref)
+        try:
+            _undo(settings, storage, write["location"], write["objects"], created)
+        except (LakewardError, OSError):
+            log.exception("rolling back the write of %s failed", write["execution_id"])
+            continue
+        shutil.rmtree(write["staging"], ignore_errors=True)
+        store.end_write(write["execution_id"])
+        undone.append(write["execution_id"])
+        log.warning("rolled back the write of %s (its process is gone)", write["execution_id"])
+    return undone
+
+
+def _undo(
+    settings: Settings,
+    storage: Storage,
+    location: str,
+    objects: list[tuple[str, str]],
+    created: tuple[Catalog, TableRef] | None,
+) -> None:
+    # The table first: a reader that still finds it lists no files of the write.
+    if created is not None:
+        client, ref = created
+        try:
+            table = client.load_table(ref.database, ref.table)
+        except TableNotFound:
+            table = None
+        # Only the table this write made: one made meanwhile by someone else (the
+        # create then failed) is elsewhere, as every CTAS writes its own location.
+        if table is not None and _same(table.location, location):
+            with contextlib.suppress(TableNotFound):  # dropped meanwhile by another process
+                client.drop_table(ref.database, ref.table)
+    with table_lock(settings, location, shared=False):
+        for bucket, key in objects:
+            with contextlib.suppress(ObjectNotFound):  # not published when the write stopped
+                storage.delete(bucket, key)
+
+
+def _same(one: str, other: str) -> bool:
+    def plain(uri: str) -> str:
+        return file_uri(uri.replace("s3a://", "s3://", 1)).rstrip("/")
+
+    return plain(one) == plain(other)
+
+
+class Journal:
+    """Where a process's writes are journaled: ``write`` runs one, the protocol around it."""
+
+    def __init__(self, settings: Settings, storage: Storage, store: Store, owner: str) -> None:
+        self.settings, self.storage, self.store = settings, storage, store
+        self.owner = owner  # the process whose writes these are (presence.py's id)
+
+    @contextmanager
+    def write(
+        self, execution_id: str, location: str, cancelled: Callable[[], bool]
+    ) -> Iterator[Write]:
+        """One statement's write to ``location``, staged in ``Write.staging``: the statement
+        publishes its files and registers its table or partitions inside; leaving the
+        block commits, unless the query was stopped; any failure rolls everything back."""
+        write = Write(self.settings, self.storage, self.store, execution_id, self.owner, location)
+        try:
+            yield write
+            write.registered(cancelled)
+            write.commit()
+        except BaseException:
+            write.roll_back()
+            raise
+
+    def roll_back_orphans(self, catalog_of: Callable[[str], Catalog]) -> list[str]:
+        return roll_back_orphans(self.settings, self.storage, self.store, catalog_of)

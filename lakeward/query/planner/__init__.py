@@ -1,0 +1,182 @@
+"""From a checked query to what an engine runs: the planner.
+
+``Planner.plan`` readies a SELECT (a query's, or the one a CTAS, INSERT, UNLOAD or CREATE
+VIEW reads): the views it names expanded (``views.py``), its tables resolved in their
+catalogs (``resolve``: the one table lookup of a query), the caller's right to read their
+data checked (``s3:GetObject`` on each place), the workgroup's bytes-scanned cutoff
+applied, and the SQL translated for the workgroup's engine. ``probe`` plans and runs a
+SELECT for its columns only (LIMIT 0), through the same checks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from sqlglot import exp
+
+from lakeward.access import Authorizer
+from lakeward.access.arns import s3_arn
+from lakeward.config import Settings
+from lakeward.errors import InvalidRequest, QueryFailed, ResourceNotFound
+from lakeward.query.catalogs import Catalogs
+from lakeward.query.engines.base import Engine, Limits, ResolvedTable
+from lakeward.query.formats import TableFormat
+from lakeward.query.model import ColumnInfo, QueryExecution, TableRef, WorkGroup
+from lakeward.query.planner import views
+from lakeward.query.sql.queries import Statement
+from lakeward.query.translate.query import to_engine_sql
+from lakeward.storage.arrow import S3Options, arrow_filesystem
+from lakeward.storage.paths import lake_place
+
+
+class Run:
+    """An execution while it is queued or running: what planning it needs and changes."""
+
+    def __init__(self, group: WorkGroup, principal: str, execution: QueryExecution) -> None:
+        self.execution = execution  # this process updates it: polls are answered from it
+        self.group = group
+        self.principal = principal
+        self.cancelled = threading.Event()
+        self.timed_out = threading.Event()
+        self.engine: Engine | None = None  # once known, an interrupt reaches the query
+        self.interrupted = float("-inf")  # monotonic time of the last interrupt sent
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A SELECT ready to run: the engine, its SQL, the tables it reads and the bytes in them."""
+
+    engine: Engine
+    sql: str
+    tables: list[ResolvedTable]
+    limits: Limits
+    scanned: int
+
+
+class Planner:
+    def __init__(
+        self,
+        settings: Settings,
+        access: Authorizer,
+        catalogs: Catalogs,
+        engine: Callable[[str], Engine],
+        spill: str,
+    ) -> None:
+        self.settings = settings
+        self.access = access
+        self.catalogs = catalogs
+        self.engine = engine  # an engine by name (the service keeps one of each)
+        self.spill = spill
+
+    def plan(self, run: Run, select: Statement) -> Plan:
+        """Ready a SELECT to run on the run's engine: views expanded, tables resolved, their
+        data's reading authorized, the workgroup's cutoff checked, the SQL translated."""
+        planning = time.monotonic()
+
+        def authorize(action: str, resource: str) -> object:
+            return self.access.authorize(action, resource, principal=run.principal)
+
+        select = views.expand(self.catalogs, select, authorize)
+        tables = [self.resolve(ref) for ref in select.tables]
+        for table in tables:
+            for place in places(table):  # a partition may lie outside the table's place
+                data_arn = self.lake_arn(place.rstrip("/") + "/*")
+                if data_arn:
+                    authorize("s3:GetObject", data_arn)
+        scanned = sum(
+            _size_of(self.settings, place, missing_ok=t.partitions is not None)
+            for t in tables
+            for place in places(t)
+        )
+        cutoff = run.group.bytes_scanned_cutoff
+        if cutoff is not None and scanned > cutoff:
+            raise InvalidRequest(
+                f"the query would scan {scanned:,} bytes, more than the workgroup's cutoff "
+                f"of {cutoff:,} bytes (BytesScannedCutoffPerQuery)"
+            )
+        engine = run.engine = self.engine(run.group.engine)
+        if run.timed_out.is_set() or run.cancelled.is_set():
+            # Asked before the engine was known (resolving, loading it): the interrupt
+            # had nothing to reach, so the query must not start now.
+            raise QueryFailed("stopped before the engine started")
+        columns = {t.ref: [*t.columns, *t.partition_keys] for t in tables}
+        sql = to_engine_sql(select, engine.dialect, engine.table_name, columns)
+        limits = Limits(memory_limit="1GB", spill_directory=self.spill)
+        run.execution.statistics.planning_ms = int((time.monotonic() - planning) * 1000)
+        return Plan(engine, sql, tables, limits, scanned)
+
+    def probe(self, run: Run, select: Statement) -> tuple[list[ColumnInfo], pa.Schema | None]:
+        """The columns a SELECT gives (names, Athena types), from a plan that reads no rows;
+        with the Arrow schema of its result when the engine gives one."""
+        assert select._ast is not None
+        # LIMIT on the query itself: a SELECT * around it would rename duplicate columns.
+        query = select._ast.copy()
+        if isinstance(query, exp.Query):
+            probe: exp.Expr = query.limit(0)
+        else:  # VALUES
+            probe = exp.select("*").from_(exp.Subquery(this=query, alias="_q")).limit(0)
+        plan = self.plan(run, replace(select, _ast=probe))
+        result = plan.engine.execute(run.execution.id, plan.sql, plan.tables, plan.limits)
+        schema: pa.Schema | None = None
+        for batch in result.batches:
+            schema = schema or batch.schema
+        return list(result.columns), schema
+
+    def resolve(self, ref: TableRef) -> ResolvedTable:
+        """A table as an engine reads it: its place, columns, format and partitions."""
+        catalog = self.catalogs.catalog(ref.catalog)
+        info = catalog.table(ref.database, ref.table)
+        # A partitioned table reads the partitions the metastore has, where it has them.
+        partitions = catalog.partitions(ref.database, ref.table) if info.partition_keys else None
+        return ResolvedTable(
+            ref,
+            info.location,
+            info.columns,
+            info.partition_keys,
+            TableFormat.of(info),
+            dict(info.parameters),
+            partitions,
+        )
+
+    def lake_arn(self, uri: str) -> str | None:
+        """The s3 ARN of a place in the lake (``arn:lakeward:s3:::<bucket>/<key>``).
+
+        None for a place outside this stack's lake (a table another catalog
+        keeps elsewhere): its catalog permission is what governs it then.
+        """
+        place = lake_place(self.settings, uri)
+        return None if place is None else s3_arn(*place)
+
+
+def places(table: ResolvedTable) -> list[str]:
+    """Where a table's files are: its location, or its partitions' when it has them."""
+    if table.partitions is None:
+        return [table.location]
+    found: list[str] = []
+    for location in sorted({p.location.rstrip("/") + "/" for p in table.partitions}):
+        if not any(location.startswith(kept) for kept in found):  # nested: counted once
+            found.append(location)
+    return found
+
+
+def _size_of(settings: Settings, location: str, *, missing_ok: bool = False) -> int:
+    """Bytes of the data files under a table location (what a full scan reads).
+
+    ``missing_ok``: a partition's directory that does not exist holds nothing.
+    """
+    try:
+        filesystem, path = arrow_filesystem(location, S3Options.from_settings(settings))
+        selector = pafs.FileSelector(path, recursive=True, allow_not_found=missing_ok)
+        infos = filesystem.get_file_info(selector)
+    except (OSError, ValueError):
+        raise ResourceNotFound(f"the table's location {location} cannot be read") from None
+    return sum(
+        i.size or 0
+        for i in infos
+        if i.type == pafs.FileType.File and not i.base_name.startswith((".", "_"))
+    )

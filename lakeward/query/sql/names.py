@@ -1,0 +1,55 @@
+"""How a statement's names resolve: defaults, registered catalogs, and Hive's name rules."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lakeward.errors import InvalidRequest
+from lakeward.query.model import TableRef
+
+# The engine's own catalog answers to these names inside any attached database; and Spark
+# reads `csv`.`name` as the file "name" when no database csv exists (SQL on files).
+INTERNAL_SCHEMAS = frozenset(
+    {"information_schema", "pg_catalog", "csv", "json", "parquet", "orc", "avro", "text"}
+    | {"binaryfile", "delta", "iceberg", "jdbc"}
+)
+_INTERNAL_TABLE_PREFIXES = ("duckdb_", "sqlite_", "pragma_")
+# The Hive Metastore accepts only these database and table names; anything else is a
+# file name, a path or a trick, and no registered table could match it.
+_HIVE_NAME = re.compile(r"[a-z0-9_]+")
+ONLY_TABLES = "queries read only tables of registered catalogs"
+
+
+@dataclass(frozen=True)
+class Names:
+    default_catalog: str
+    default_database: str
+    catalogs: frozenset[str]
+
+    def catalog(self, name: str) -> str:
+        if name not in self.catalogs:
+            raise InvalidRequest(f"catalog '{name}' is not registered")
+        return name
+
+    def database(self, parts: list[str]) -> tuple[str, str]:
+        catalog, database = parts if len(parts) == 2 else (self.default_catalog, parts[0])
+        if database in INTERNAL_SCHEMAS:
+            raise InvalidRequest(f"schema {database} is not allowed: {ONLY_TABLES}")
+        check_hive_name(database, "database")
+        return self.catalog(catalog), database
+
+    def table(self, parts: list[str]) -> TableRef:
+        *qualifier, table = parts
+        catalog, database = self.database(qualifier or [self.default_database])
+        if table.startswith(_INTERNAL_TABLE_PREFIXES):
+            raise InvalidRequest(f"table {table} is not allowed: {ONLY_TABLES}")
+        check_hive_name(table, "table")
+        return TableRef(catalog, database, table)
+
+
+def check_hive_name(name: str, what: str) -> None:
+    if not _HIVE_NAME.fullmatch(name):
+        raise InvalidRequest(
+            f"'{name}' is not a {what} name: {ONLY_TABLES}, named with letters, digits and _"
+        )

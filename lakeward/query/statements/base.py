@@ -1,0 +1,91 @@
+"""What every statement beyond a query is: a ``Command``, run with a ``Context``.
+
+A command checks its own permissions (``glue:*`` on the catalog's ARNs, ``s3:*`` on the
+lake places it writes) in ``run``, through ``Context.authorize``: a refusal fails the
+execution, as Athena's do, and leaves the metastore and the lake unchanged.
+
+The context gives a command what it may use, and no more: the catalogs, the planner (for
+the SELECT a command reads), the lake's storage, the write journal, and the execution
+with who started it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lakeward.access import Authorizer
+from lakeward.config import Settings
+from lakeward.query.catalogs import Catalogs
+from lakeward.query.catalogs.base import Catalog
+from lakeward.query.engines.base import EngineResult
+from lakeward.query.journal import Journal
+from lakeward.query.model import QueryExecution, StatementType, TableRef, WorkGroup
+from lakeward.query.planner import Plan, Planner, Run
+from lakeward.query.sql.queries import Statement
+from lakeward.storage import Storage
+
+
+class Command(ABC):
+    """One parsed statement; ``run`` does it and returns what Athena shows as its result."""
+
+    statement_type: StatementType = StatementType.DDL
+    substatement_type: str | None = None  # Athena's SubstatementType, where lakeward gives it
+
+    def tables_read(self) -> tuple[TableRef, ...]:
+        """Tables whose data the command reads (a CTAS's or INSERT's SELECT)."""
+        return ()
+
+    def catalogs(self) -> set[str]:
+        """Every catalog the command names (each needs ``lakeward:UseCatalog``)."""
+        return {t.catalog for t in self.tables_read()}
+
+    def check(self, engine: str) -> None:  # noqa: B027 - most commands run on any engine
+        """Refuse, when the statement is started, what ``engine`` cannot do."""
+
+    @abstractmethod
+    def run(self, context: Context) -> EngineResult:
+        """Do it; raise a LakewardError with a message for the user on failure."""
+
+
+@dataclass
+class Context:
+    """What a command runs with."""
+
+    settings: Settings
+    access: Authorizer
+    catalogs: Catalogs
+    planner: Planner
+    storage: Storage
+    journal: Journal
+    run_: Run
+
+    @property
+    def execution(self) -> QueryExecution:
+        return self.run_.execution
+
+    @property
+    def principal(self) -> str:
+        return self.run_.principal
+
+    @property
+    def group(self) -> WorkGroup:
+        return self.run_.group
+
+    def cancelled(self) -> bool:
+        return self.run_.cancelled.is_set()
+
+    def authorize(self, action: str, resource: str) -> Any:
+        return self.access.authorize(action, resource, principal=self.principal)
+
+    def catalog(self, name: str) -> Catalog:
+        return self.catalogs.catalog(name)
+
+    def plan(self, select: Statement) -> Plan:
+        return self.planner.plan(self.run_, select)
+
+
+Parser = Callable[[str, Any, Any], Command]
+"""Parses one statement: its text, a cursor at its first token, and the name resolver."""

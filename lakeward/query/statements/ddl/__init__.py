@@ -1,0 +1,4 @@
+"""DDL over a catalog: CREATE/DROP DATABASE (databases.py); CREATE EXTERNAL TABLE, DROP
+TABLE, SHOW CREATE TABLE, ALTER TABLE SET TBLPROPERTIES / ADD COLUMNS / REPLACE COLUMNS
+(tables.py); ALTER TABLE ADD/DROP PARTITION, MSCK REPAIR TABLE, SHOW PARTITIONS
+(partitions.py). ``parsing.py`` is the DDL clauses' reader over the shared tokens."""

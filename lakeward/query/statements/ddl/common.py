@@ -1,0 +1,73 @@
+"""What the DDL statements share: the catalog they change, permissions, places.
+
+Permissions are Glue's, as Athena checks them for a Hive catalog: an action is allowed
+on a table only when it is allowed on the catalog, the database and the table ARNs
+(Glue's resource model). Every check is made before anything changes, so a refusal
+leaves the metastore and the lake as they were; each decision is audited by the
+authorizer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from lakeward.access.arns import glue_catalog_arn, glue_database_arn, glue_table_arn
+from lakeward.errors import InvalidRequest
+from lakeward.metastore.client import TableInfo
+from lakeward.query.catalogs.base import Catalog
+from lakeward.query.model import TableRef
+from lakeward.query.statements.base import Command, Context
+from lakeward.storage.paths import hadoop_uri, lake_place
+
+
+class CatalogCommand(Command):
+    """A statement on one catalog's metastore (``catalog``), DDL unless it only shows."""
+
+    catalog: str
+
+    def catalogs(self) -> set[str]:
+        return {self.catalog}
+
+    def metastore(self, context: Context) -> Catalog:
+        return context.catalog(self.catalog)
+
+
+def authorize_database(context: Context, action: str, catalog: str, database: str) -> None:
+    context.authorize(action, glue_catalog_arn(catalog))
+    context.authorize(action, glue_database_arn(catalog, database))
+
+
+def authorize_table(context: Context, actions: Iterable[str], ref: TableRef) -> None:
+    """Each action on the catalog, the database and the table, as Glue checks them."""
+    for action in actions:
+        authorize_database(context, action, ref.catalog, ref.database)
+        context.authorize(action, glue_table_arn(ref.catalog, ref.database, ref.table))
+
+
+def refuse_view(table: TableInfo, statement: str) -> None:
+    if table.table_type == "VIRTUAL_VIEW":
+        raise InvalidRequest(
+            f"{table.database}.{table.name} is a view: {statement} applies to tables only"
+        )
+
+
+def lake_location(context: Context, location: str) -> str:
+    """A LOCATION as the metastore keeps it; refused unless it is in one of the lake's buckets."""
+    settings = context.settings
+    # Athena's rule: a LOCATION names a folder, never a pattern nor an empty folder name.
+    path = location.split("://", 1)[-1]
+    if any(c in location for c in "*?[]{}") or "//" in path:
+        raise InvalidRequest(
+            f"LOCATION '{location}' must name a folder: no wildcards and no empty folder ('//')"
+        )
+    place = lake_place(settings, location)
+    if place is None or not place[0]:
+        raise InvalidRequest(
+            f"LOCATION '{location}' is not in the lake: use a place under {settings.lake_root}/"
+        )
+    # The metastore makes a missing directory: on a file:// lake that would be a new
+    # bucket, so a bucket must exist already (an S3 lake's buckets are S3's to check).
+    local = context.storage.local_dir
+    if local is not None and not (local / place[0]).is_dir():
+        raise InvalidRequest(f"LOCATION '{location}': the lake has no bucket {place[0]}")
+    return hadoop_uri(location)

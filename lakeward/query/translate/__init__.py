@@ -1,0 +1,1 @@
+"""Athena SQL (Trino) in, an engine's dialect out: one package per target engine."""

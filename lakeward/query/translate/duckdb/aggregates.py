@@ -1,0 +1,81 @@
+"""Aggregate functions as Trino names, computes and types them.
+
+``sum`` of integers is a bigint in Trino (DuckDB's is a 128-bit integer: the
+engine conforms that column type, failing on overflow as Trino does).
+``approx_distinct`` is counted exactly: Trino's estimate is exact for the small
+sets where it is deterministic, and DuckDB's own estimator would give other
+numbers than Trino's for large ones. ``approx_percentile`` has no such
+guarantee and is refused. ``map_agg`` keeps the non-NULL keys.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from lakeward.errors import InvalidRequest
+from lakeward.query.translate.duckdb.calls import call
+
+_AVERAGED = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DOUBLE", "INTERVAL")
+
+MACROS: list[str] = [
+    "CREATE MACRO trino_histogram(h) AS map_from_entries("
+    "list_transform(map_entries(h), lambda e: {'key': e.key, 'value': CAST(e.value AS BIGINT)}))",
+    # Trino's average of reals is a real, of decimals a decimal of the same scale rounded half
+    # up: DuckDB's is a double, so decimals are refused.
+    "CREATE MACRO trino_avg"
+    + "".join(f"(x {t}) AS avg(x), " for t in _AVERAGED)
+    + "(x FLOAT) AS CAST(avg(x) AS FLOAT),"
+    " (x DECIMAL(38, 0)) AS error('avg of a decimal is not supported on DuckDB')",
+    "CREATE MACRO trino_map_agg(k, v) AS"
+    " map_from_entries(list({'key': k, 'value': v}) FILTER (WHERE k IS NOT NULL))",
+]
+
+_NOT_ON_DUCKDB = "not available on DuckDB"
+REFUSED: dict[str, str] = {
+    "checksum": "Trino's checksum has no equivalent on DuckDB",
+    "approx_set": _NOT_ON_DUCKDB,
+    "approx_most_frequent": _NOT_ON_DUCKDB,
+    "merge": _NOT_ON_DUCKDB,
+    "numeric_histogram": _NOT_ON_DUCKDB,
+    "qdigest_agg": _NOT_ON_DUCKDB,
+    "tdigest_agg": _NOT_ON_DUCKDB,
+    "reduce_agg": _NOT_ON_DUCKDB,
+    "set_agg": _NOT_ON_DUCKDB,
+    "set_union": _NOT_ON_DUCKDB,
+    "map_union": _NOT_ON_DUCKDB,
+    "entropy": _NOT_ON_DUCKDB,
+    "kurtosis": "DuckDB computes another estimator",
+    "skewness": "DuckDB computes another estimator",
+}
+
+
+_BITWISE_AGGREGATES = (exp.BitwiseAndAgg, exp.BitwiseOrAgg, exp.BitwiseXorAgg)
+
+
+def _aggregates(node: exp.Expr) -> exp.Expr:
+    if isinstance(node, exp.ApproxQuantile):
+        raise InvalidRequest(
+            "function approx_percentile is not supported: DuckDB's estimate differs from Trino's"
+        )
+    if isinstance(node, exp.ApproxDistinct):
+        return exp.Count(this=exp.Distinct(expressions=[node.this]))
+    if isinstance(node, exp.GroupConcat) and not isinstance(node.this, exp.Order):
+        # Trino's listagg needs WITHIN GROUP (ORDER BY ...); string_agg is not Trino's.
+        raise InvalidRequest("function string_agg is not a Trino function: use listagg")
+    plain = not isinstance(node.parent, exp.Window | exp.Filter)  # a macro cannot be either
+    if isinstance(node, exp.Avg) and plain and not isinstance(node.this, exp.Distinct):
+        return call("trino_avg", node.this)
+    if isinstance(node, _BITWISE_AGGREGATES):  # Trino's are bigints
+        return exp.cast(node, exp.DataType.build("BIGINT"))
+    if isinstance(node, exp.Anonymous):
+        name, args = node.name.lower(), node.expressions
+        if name == "every" and len(args) == 1:
+            return exp.LogicalAnd(this=args[0])
+        if name == "map_agg" and len(args) == 2:
+            return call("trino_map_agg", *args)
+        if name == "histogram" and len(args) == 1:  # counts as bigint, not DuckDB's unsigned
+            return call("trino_histogram", node)
+    return node
+
+
+REWRITES = [_aggregates]

@@ -1,0 +1,71 @@
+"""A checked query in an engine's dialect: its tables named as the engine asks, Trino's
+functions translated (``duckdb``, ``spark``), and what the engine cannot answer as Athena
+would refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, UnsupportedError
+
+from lakeward.errors import InvalidRequest
+from lakeward.metastore.client import Column
+from lakeward.query.model import TableRef
+from lakeward.query.sql.queries import Statement
+from lakeward.query.translate import duckdb, spark
+
+
+def to_engine_sql(
+    statement: Statement,
+    dialect: str,
+    table_name: Callable[[TableRef], str],
+    columns: Mapping[TableRef, Sequence[Column]] | None = None,
+) -> str:
+    """The select (or explained select) in ``dialect``, each table named by ``table_name``;
+    ``columns``: the stored tables' columns, which the Spark translation checks types with
+    and the DuckDB one types numeric operations by."""
+    target = statement.target
+    if target._ast is None:
+        raise InvalidRequest(f"{statement.kind} is answered from the metastore, not by an engine")
+    tree = target._ast.copy()
+    if dialect == "spark":
+        types = {ref: spark.column_types(cols) for ref, cols in (columns or {}).items()}
+        tree = spark.to_spark(tree, types)
+    # parse_statement qualified every real table; an unqualified name is a CTE reference.
+    tables = [t for t in tree.find_all(exp.Table) if t.args.get("catalog")]
+    bare_names = [t.name for t in tables if not t.alias]
+    for table in tables:
+        ref = TableRef(table.catalog, table.db, table.name)
+        engine_table = exp.to_table(table_name(ref), dialect=dialect)
+        # Columns qualified by the table's own name must keep resolving whatever the engine
+        # calls it; an alias would clash if two tables share that name, so none is added then.
+        renamed = engine_table.name.lower() != ref.table
+        if renamed and not table.alias and bare_names.count(ref.table) == 1:
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(ref.table)))
+        for part in ("this", "db", "catalog"):
+            table.set(part, engine_table.args.get(part))
+    if dialect == "duckdb":  # stored columns type operations on them (decimal division)
+        stored = {
+            (r.catalog, r.database, r.table): {c.name.lower(): c.type for c in cols}
+            for r, cols in (columns or {}).items()
+        }
+        tree = duckdb.to_duckdb(tree, stored)
+    try:
+        # Users' comments would be re-quoted into the engine's text; they are of no use there.
+        return tree.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE, comments=False)
+    except UnsupportedError as e:
+        raise InvalidRequest(f"the query cannot run on {dialect}: {e}") from None
+
+
+def check_translatable(statement: Statement, engine: str) -> None:
+    """Refuse, before the query is queued, what ``engine`` cannot answer as Athena would."""
+    target = statement.target
+    if target._ast is not None and engine == "duckdb":
+        tree = duckdb.to_duckdb(target._ast.copy())
+        try:  # what sqlglot cannot write for DuckDB is refused now, not once queued
+            tree.sql(dialect="duckdb", unsupported_level=ErrorLevel.RAISE, comments=False)
+        except UnsupportedError as e:
+            raise InvalidRequest(f"the query cannot run on duckdb: {e}") from None
+    elif target._ast is not None and engine == "spark":
+        spark.check(target._ast.copy())
