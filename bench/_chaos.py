@@ -39,7 +39,8 @@ import pyarrow.parquet as pq
 
 from bench._harness import ROOT, lakeward
 from lakeward.config import Settings
-from lakeward.metastore.client import Column, MetastoreClient, PartitionInfo, TableInfo
+from lakeward.metastore.client import MetastoreClient
+from lakeward.metastore.tables import Column, PartitionInfo, TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query.catalogs.hive import HiveCatalog
 from lakeward.query.engines.base import Limits, ResolvedTable

@@ -44,7 +44,8 @@ from lakeward.ingest.jhu import (
     parse_header,
 )
 from lakeward.ingest.reports import EtlReport, MeasureReport
-from lakeward.metastore.client import Column, MetastoreClient, TableInfo
+from lakeward.metastore.client import MetastoreClient
+from lakeward.metastore.tables import Column, TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.progress import Progress
 from lakeward.query import formats

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lakeward.metastore.client import Column, MetastoreClient, TableInfo
+    from lakeward.metastore.client import MetastoreClient
+    from lakeward.metastore.tables import Column, TableInfo
 
 __all__ = ["Column", "MetastoreClient", "TableInfo"]
 

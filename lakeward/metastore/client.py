@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -34,79 +33,24 @@ from thrift.Thrift import TException
 
 from lakeward.errors import MetastoreError, TableNotFound
 from lakeward.metastore.failover import Check, Failover
+from lakeward.metastore.tables import (
+    VIRTUAL_VIEW,
+    DatabaseInfo,
+    PartitionInfo,
+    TableInfo,
+    table_info,
+    thrift_partition,
+    thrift_table,
+)
 from lakeward.storage.paths import file_uri
 
 T = TypeVar("T")
 
-VIRTUAL_VIEW = "VIRTUAL_VIEW"  # a table's type when it is a view
 
 MAX_EVENTS = 1000  # changes read in one catch-up; more than that clears the whole cache
 
 # Thrift logs every failed connect at ERROR; a failover is not an error to show.
 logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)
-
-PARQUET = {
-    "input_format": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-    "output_format": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-    "serde": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe",
-}
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: str
-    comment: str | None = None
-
-
-@dataclass(frozen=True)
-class TableInfo:
-    database: str
-    name: str
-    location: str
-    columns: list[Column]
-    partition_keys: list[Column] = field(default_factory=list)
-    table_type: str = "EXTERNAL_TABLE"  # or VIRTUAL_VIEW (a view), MANAGED_TABLE
-    parameters: dict[str, str] = field(default_factory=dict)
-    # The storage descriptor: None means Parquet's (lakeward.query.formats reads these).
-    input_format: str | None = None
-    serde: str | None = None
-    output_format: str | None = None
-    serde_parameters: dict[str, str] = field(default_factory=dict)
-    # A view's text (table_type VIRTUAL_VIEW): Hive keeps what was written and its
-    # expanded form, which is what Spark runs.
-    view_original_text: str | None = None
-    view_expanded_text: str | None = None
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    values: list[str]  # one per partition key, in the keys' order
-    location: str
-
-
-@dataclass(frozen=True)
-class DatabaseInfo:
-    name: str
-    location: str
-    description: str = ""
-    parameters: dict[str, str] = field(default_factory=dict)
-
-
-# Characters Hive escapes (as %XX) in a partition's directory name (FileUtils.escapePathName).
-_PATH_ESCAPED = frozenset(chr(c) for c in range(1, 32)) | set("\"#%'*/:=?\\\x7f{[]^")
-
-
-def escape_path_name(value: str) -> str:
-    """A partition key or value as Hive spells it in a directory name (``a/b`` is ``a%2Fb``)."""
-    return "".join(f"%{ord(c):02X}" if c in _PATH_ESCAPED else c for c in value)
-
-
-def partition_name(keys: Sequence[str], values: Sequence[str]) -> str:
-    """Hive's name of a partition (``year=2020/month=1``), which is also its directory."""
-    return "/".join(
-        f"{escape_path_name(k)}={escape_path_name(v)}" for k, v in zip(keys, values, strict=True)
-    )
 
 
 def parse_uris(uris: str | Sequence[str]) -> list[tuple[str, int]]:
@@ -303,7 +247,7 @@ class MetastoreClient:
     def table(self, database: str, name: str) -> TableInfo:
         return self.cached(
             ("table", database, name),
-            lambda: _table_info(self._checked(f"{database}.{name}", "get_table", database, name)),
+            lambda: table_info(self._checked(f"{database}.{name}", "get_table", database, name)),
         )
 
     def views(self, database: str) -> list[str]:
@@ -372,20 +316,20 @@ class MetastoreClient:
         commits in one database transaction: a reader sees the old definition
         or the new one, never a mix.
         """
-        thrift_table = _thrift_table(table)
+        thrift_form = thrift_table(table)
         db, name = table.database, table.name
         try:
             self._failover.read("get_table", db, name)
         except hive.NoSuchObjectException:
             created = self._mutate(
-                db, name, "create_table", thrift_table, applied=_holds(table), exists_ok=True
+                db, name, "create_table", thrift_form, applied=_holds(table), exists_ok=True
             )
             if created:
                 return
             # created meanwhile by another writer: replaced below, as any existing table
         except TException as exc:
             raise MetastoreError(f"metastore call on {db}.{name} failed: {_message(exc)}") from None
-        self._mutate(db, name, "alter_table", db, name, thrift_table, applied=_holds(table))
+        self._mutate(db, name, "alter_table", db, name, thrift_form, applied=_holds(table))
 
     def create_table(self, table: TableInfo) -> bool:
         """Create a table; False (and nothing changed) if one of that name exists."""
@@ -393,7 +337,7 @@ class MetastoreClient:
             table.database,
             table.name,
             "create_table",
-            _thrift_table(table),
+            thrift_table(table),
             applied=_holds(table),
             exists_ok=True,
         )
@@ -419,7 +363,7 @@ class MetastoreClient:
         Fails, changing nothing, if a table (or, without ``replace``, a view) holds the name.
         """
         db, name = view.database, view.name
-        thrift_view = _thrift_table(view)
+        thrift_view = thrift_table(view)
 
         def holds(client: ThriftHiveMetastore.Client) -> bool:
             try:
@@ -429,7 +373,7 @@ class MetastoreClient:
             return bool(stored.viewOriginalText == view.view_original_text)
 
         try:
-            existing = _table_info(self._failover.read("get_table", db, name))
+            existing = table_info(self._failover.read("get_table", db, name))
         except hive.NoSuchObjectException:
             existing = None
         except TException as exc:
@@ -458,7 +402,7 @@ class MetastoreClient:
     def add_partitions(self, database: str, name: str, partitions: list[PartitionInfo]) -> None:
         """Register partitions of a table (one metastore transaction: all or none)."""
         table = self._checked(f"{database}.{name}", "get_table", database, name)
-        parts = [_thrift_partition(table, p) for p in partitions]
+        parts = [thrift_partition(table, p) for p in partitions]
 
         def present(client: ThriftHiveMetastore.Client) -> bool:
             stored = {
@@ -550,7 +494,7 @@ def _holds(table: TableInfo) -> Check:
 
     def check(client: ThriftHiveMetastore.Client) -> bool:
         try:
-            stored = _table_info(client.get_table(table.database, table.name))
+            stored = table_info(client.get_table(table.database, table.name))
         except hive.NoSuchObjectException:
             return False
         return (
@@ -572,73 +516,3 @@ def _same_location(stored: str | None, ours: str) -> bool:
 
 def _message(exc: TException) -> str:
     return str(getattr(exc, "message", None) or exc)
-
-
-def _thrift_table(table: TableInfo) -> Any:
-    columns = [hive.FieldSchema(c.name, c.type, c.comment) for c in table.columns]
-    # A view has no files: no location and no formats, as Hive, Spark and Trino store one.
-    view = table.table_type == VIRTUAL_VIEW
-    storage = hive.StorageDescriptor(
-        cols=columns,
-        location=None if view else table.location,
-        inputFormat=None if view else table.input_format or PARQUET["input_format"],
-        outputFormat=None if view else table.output_format or PARQUET["output_format"],
-        compressed=False,
-        numBuckets=-1,
-        serdeInfo=hive.SerDeInfo(
-            serializationLib=None if view else table.serde or PARQUET["serde"],
-            parameters=table.serde_parameters or ({} if view else {"serialization.format": "1"}),
-        ),
-        bucketCols=[],
-        sortCols=[],
-        parameters={},
-    )
-    return hive.Table(
-        tableName=table.name,
-        dbName=table.database,
-        owner="lakeward",
-        createTime=int(time.time()),
-        sd=storage,
-        partitionKeys=[hive.FieldSchema(c.name, c.type, c.comment) for c in table.partition_keys],
-        parameters=(
-            {"EXTERNAL": "TRUE", **table.parameters}
-            if table.table_type == "EXTERNAL_TABLE"
-            else dict(table.parameters)
-        ),
-        tableType=table.table_type,
-        viewOriginalText=table.view_original_text,
-        viewExpandedText=table.view_expanded_text,
-    )
-
-
-def _thrift_partition(table: Any, partition: PartitionInfo) -> Any:
-    storage = hive.StorageDescriptor(**{**table.sd.__dict__, "location": partition.location})
-    return hive.Partition(
-        values=list(partition.values),
-        dbName=table.dbName,
-        tableName=table.tableName,
-        createTime=int(time.time()),
-        sd=storage,
-        parameters={},
-    )
-
-
-def _table_info(raw: Any) -> TableInfo:
-    def columns(items: Any) -> list[Column]:
-        return [Column(c.name, c.type, c.comment) for c in items or []]
-
-    return TableInfo(
-        database=raw.dbName,
-        name=raw.tableName,
-        location=raw.sd.location or "",  # a view has none
-        columns=columns(raw.sd.cols),
-        partition_keys=columns(raw.partitionKeys),
-        table_type=raw.tableType,
-        parameters=dict(raw.parameters or {}),
-        input_format=raw.sd.inputFormat,
-        serde=raw.sd.serdeInfo.serializationLib if raw.sd.serdeInfo else None,
-        output_format=raw.sd.outputFormat,
-        serde_parameters=dict((raw.sd.serdeInfo.parameters or {}) if raw.sd.serdeInfo else {}),
-        view_original_text=raw.viewOriginalText,
-        view_expanded_text=raw.viewExpandedText,
-    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from lakeward.metastore.client import TableInfo
+from lakeward.metastore.tables import TableInfo
 from lakeward.query.model import (
     DataCatalog,
     NamedQuery,

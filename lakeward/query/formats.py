@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from lakeward.errors import InvalidRequest
 
 if TYPE_CHECKING:
-    from lakeward.metastore.client import TableInfo
+    from lakeward.metastore.tables import TableInfo
 
 Kind = Literal["parquet", "orc", "text", "csv", "json", "avro"]
 """How files are read: text is LazySimpleSerDe (delimited, no quotes), csv is OpenCSVSerde."""

@@ -15,7 +15,7 @@ from lakeward.access import Authorizer
 from lakeward.access.arns import catalog_arn, workgroup_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import TableInfo
+from lakeward.metastore.tables import TableInfo
 from lakeward.query.catalogs import Catalogs, matches
 from lakeward.query.model import DataCatalog, NamedQuery, WorkGroup
 from lakeward.query.store import Store

@@ -26,7 +26,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import VIRTUAL_VIEW, Column, TableInfo
+from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.query.model import ColumnInfo, TableRef
 from lakeward.query.types import athena_type_of_arrow
 

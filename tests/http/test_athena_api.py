@@ -27,7 +27,7 @@ from fastapi import FastAPI
 
 from lakeward.errors import InvalidRequest, ResourceNotFound, TooManyRequests
 from lakeward.http.athena import CONTENT_TYPE, athena_router
-from lakeward.metastore.client import Column, TableInfo
+from lakeward.metastore.tables import Column, TableInfo
 from lakeward.query.model import (
     ColumnInfo,
     DataCatalog,

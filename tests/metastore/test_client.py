@@ -21,7 +21,8 @@ import pytest
 
 from lakeward.config import load_settings
 from lakeward.errors import MetastoreError, TableNotFound
-from lakeward.metastore.client import Column, MetastoreClient, PartitionInfo, TableInfo
+from lakeward.metastore.client import MetastoreClient
+from lakeward.metastore.tables import Column, PartitionInfo, TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.process import free_port
 from tests.helpers import lakeward, need_java

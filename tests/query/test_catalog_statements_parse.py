@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import Column, escape_path_name, partition_name
+from lakeward.metastore.tables import Column, escape_path_name, partition_name
 from lakeward.query import formats
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.statements import parse_statement
@@ -271,7 +271,7 @@ def test_show_create_table_reads_back_as_the_same_table() -> None:
     )
     command = parse(sql)
     assert isinstance(command, CreateTable)
-    from lakeward.metastore.client import TableInfo
+    from lakeward.metastore.tables import TableInfo
 
     table = TableInfo(
         "db",

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeward.errors import QueryCancelled, QueryFailed
-from lakeward.metastore.client import Column
+from lakeward.metastore.tables import Column
 from lakeward.query.engines import duckdb as duckdb_engine
 from lakeward.query.engines.base import EngineResult, Limits, ResolvedTable
 from lakeward.query.engines.duckdb import DuckDbEngine

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakeward.errors import QueryFailed
-from lakeward.metastore.client import Column, PartitionInfo
+from lakeward.metastore.tables import Column, PartitionInfo
 from lakeward.query import formats
 from lakeward.query.engines.base import EngineResult, Limits, ResolvedTable
 from lakeward.query.engines.duckdb import DuckDbEngine

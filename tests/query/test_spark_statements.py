@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from lakeward.config import Settings
-from lakeward.metastore.client import MetastoreClient, TableInfo
+from lakeward.metastore.client import MetastoreClient
+from lakeward.metastore.tables import TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query.model import QueryState, WorkGroup
 from lakeward.query.service import QueryService

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import Column
+from lakeward.metastore.tables import Column
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql.queries import Statement
 from lakeward.query.statements import parse_statement

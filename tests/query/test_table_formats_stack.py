@@ -15,7 +15,7 @@ import pytest
 
 from lakeward.config import Settings
 from lakeward.metastore import MetastoreClient
-from lakeward.metastore.client import Column, PartitionInfo, TableInfo
+from lakeward.metastore.tables import Column, PartitionInfo, TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query import formats
 from lakeward.storage.paths import data_uri, hadoop_uri

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import Column
+from lakeward.metastore.tables import Column
 from lakeward.query.engines.spark import without_zones
 from lakeward.query.model import TableRef
 from lakeward.query.sql.queries import Statement

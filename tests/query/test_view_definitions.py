@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import VIRTUAL_VIEW, Column, TableInfo
+from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.query.model import ColumnInfo, TableRef
 from lakeward.query.statements import parse_statement
 from lakeward.query.statements.base import Command

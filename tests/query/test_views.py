@@ -25,7 +25,8 @@ from lakeward.access.arns import (
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import VIRTUAL_VIEW, Column, MetastoreClient, TableInfo
+from lakeward.metastore.client import MetastoreClient
+from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query.model import QueryState, WorkGroup
 from lakeward.query.service import QueryService

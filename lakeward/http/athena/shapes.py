@@ -10,7 +10,7 @@ from lakeward.errors import (
     InvalidRequest,
 )
 from lakeward.http.athena.workgroups import additional_configuration
-from lakeward.metastore.client import Column, TableInfo
+from lakeward.metastore.tables import Column, TableInfo
 from lakeward.query.model import (
     ColumnInfo,
     DataCatalog,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lakeward.errors import ResourceNotFound, TableNotFound
-from lakeward.metastore.client import DatabaseInfo, PartitionInfo, TableInfo
+from lakeward.metastore.tables import DatabaseInfo, PartitionInfo, TableInfo
 
 
 class Catalog(ABC):

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from lakeward.metastore.client import DatabaseInfo, MetastoreClient, PartitionInfo, TableInfo
+from lakeward.metastore.client import MetastoreClient
+from lakeward.metastore.tables import DatabaseInfo, PartitionInfo, TableInfo
 from lakeward.query.catalogs.base import Catalog
 
 

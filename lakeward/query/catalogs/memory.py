@@ -7,7 +7,7 @@ import threading
 from dataclasses import replace
 
 from lakeward.errors import MetastoreError, TableNotFound
-from lakeward.metastore.client import (
+from lakeward.metastore.tables import (
     VIRTUAL_VIEW,
     DatabaseInfo,
     PartitionInfo,

@@ -9,7 +9,7 @@ from typing import Literal
 
 import pyarrow as pa
 
-from lakeward.metastore.client import Column, PartitionInfo
+from lakeward.metastore.tables import Column, PartitionInfo
 from lakeward.query.formats import PARQUET, TableFormat
 from lakeward.query.model import ColumnInfo, TableRef
 

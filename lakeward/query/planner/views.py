@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from lakeward.access.arns import catalog_arn, glue_table_arn
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import TableInfo
+from lakeward.metastore.tables import TableInfo
 from lakeward.query.catalogs import Catalogs
 from lakeward.query.model import TableRef
 from lakeward.query.sql.names import Names

@@ -10,7 +10,7 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, UnsupportedError
 
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import Column
+from lakeward.metastore.tables import Column
 from lakeward.query.model import TableRef
 from lakeward.query.sql.queries import Statement
 from lakeward.query.translate import duckdb, spark

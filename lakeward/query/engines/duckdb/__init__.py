@@ -42,7 +42,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from lakeward.errors import LakewardError, QueryCancelled, QueryFailed
-from lakeward.metastore.client import Column
+from lakeward.metastore.tables import Column
 from lakeward.query.engines.base import (
     Engine,
     EngineResult,

@@ -37,7 +37,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from lakeward.errors import QueryFailed
-from lakeward.metastore.client import Column
+from lakeward.metastore.tables import Column
 from lakeward.query.engines.duckdb.json_lines import (
     INTEGER_BITS,
     STRINGS,

@@ -16,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from lakeward.metastore.client import Column
+from lakeward.metastore.tables import Column
 from lakeward.query.engines.base import ResolvedTable
 from lakeward.query.types import duckdb_type_of_hive
 from lakeward.query.types import quote_identifier as quote

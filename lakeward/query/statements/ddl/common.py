@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from lakeward.access.arns import glue_catalog_arn, glue_database_arn, glue_table_arn
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import TableInfo
+from lakeward.metastore.tables import TableInfo
 from lakeward.query.catalogs.base import Catalog
 from lakeward.query.model import TableRef
 from lakeward.query.statements.base import Command, Context

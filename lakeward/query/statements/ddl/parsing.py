@@ -16,7 +16,7 @@ from typing import NoReturn
 from sqlglot.tokenizer_core import Token, TokenType
 
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import Column
+from lakeward.metastore.tables import Column
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.types import HiveType, parse_hive_type
 

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 from lakeward.access.arns import s3_arn
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import PartitionInfo, TableInfo, partition_name
+from lakeward.metastore.tables import PartitionInfo, TableInfo, partition_name
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql.names import Names

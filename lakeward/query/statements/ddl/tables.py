@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from lakeward.errors import InvalidRequest, ResourceNotFound
-from lakeward.metastore.client import Column, TableInfo
+from lakeward.metastore.tables import Column, TableInfo
 from lakeward.query import formats
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import StatementType, TableRef

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from lakeward.access.arns import glue_catalog_arn, glue_database_arn, glue_table_arn
 from lakeward.errors import InvalidRequest, ResourceNotFound
-from lakeward.metastore.client import VIRTUAL_VIEW, Column, TableInfo
+from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.query.catalogs import matches
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import StatementType, TableRef

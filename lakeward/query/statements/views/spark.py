@@ -28,7 +28,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest, LakewardError
-from lakeward.metastore.client import TableInfo
+from lakeward.metastore.tables import TableInfo
 from lakeward.query.engines.spark import SQL_CONF
 from lakeward.query.model import TableRef
 from lakeward.query.sql.queries import Statement

@@ -10,7 +10,7 @@ from sqlglot import exp
 
 from lakeward.access.arns import glue_catalog_arn, glue_database_arn, glue_table_arn, s3_arn
 from lakeward.errors import InvalidRequest, QueryCancelled, StorageError
-from lakeward.metastore.client import Column, PartitionInfo, TableInfo
+from lakeward.metastore.tables import Column, PartitionInfo, TableInfo
 from lakeward.query.engines.base import (
     EngineResult,
     WriteResult,

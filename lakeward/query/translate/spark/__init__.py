@@ -30,7 +30,7 @@ from typing import Any
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.client import Column
+from lakeward.metastore.tables import Column
 from lakeward.query.model import TableRef
 from lakeward.query.types import athena_type_of_hive
 

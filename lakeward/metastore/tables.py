@@ -1,0 +1,146 @@
+"""What the metastore holds, as lakeward's code sees it: databases, tables (and views) and
+partitions, and their Thrift form (the Hive Metastore API's ``ttypes``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pymetastore.hive_metastore import ttypes as hive
+
+VIRTUAL_VIEW = "VIRTUAL_VIEW"  # a table's type when it is a view
+
+PARQUET = {
+    "input_format": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
+    "output_format": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
+    "serde": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    database: str
+    name: str
+    location: str
+    columns: list[Column]
+    partition_keys: list[Column] = field(default_factory=list)
+    table_type: str = "EXTERNAL_TABLE"  # or VIRTUAL_VIEW (a view), MANAGED_TABLE
+    parameters: dict[str, str] = field(default_factory=dict)
+    # The storage descriptor: None means Parquet's (lakeward.query.formats reads these).
+    input_format: str | None = None
+    serde: str | None = None
+    output_format: str | None = None
+    serde_parameters: dict[str, str] = field(default_factory=dict)
+    # A view's text (table_type VIRTUAL_VIEW): Hive keeps what was written and its
+    # expanded form, which is what Spark runs.
+    view_original_text: str | None = None
+    view_expanded_text: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    values: list[str]  # one per partition key, in the keys' order
+    location: str
+
+
+@dataclass(frozen=True)
+class DatabaseInfo:
+    name: str
+    location: str
+    description: str = ""
+    parameters: dict[str, str] = field(default_factory=dict)
+
+
+# Characters Hive escapes (as %XX) in a partition's directory name (FileUtils.escapePathName).
+_PATH_ESCAPED = frozenset(chr(c) for c in range(1, 32)) | set("\"#%'*/:=?\\\x7f{[]^")
+
+
+def escape_path_name(value: str) -> str:
+    """A partition key or value as Hive spells it in a directory name (``a/b`` is ``a%2Fb``)."""
+    return "".join(f"%{ord(c):02X}" if c in _PATH_ESCAPED else c for c in value)
+
+
+def partition_name(keys: Sequence[str], values: Sequence[str]) -> str:
+    """Hive's name of a partition (``year=2020/month=1``), which is also its directory."""
+    return "/".join(
+        f"{escape_path_name(k)}={escape_path_name(v)}" for k, v in zip(keys, values, strict=True)
+    )
+
+
+def thrift_table(table: TableInfo) -> Any:
+    columns = [hive.FieldSchema(c.name, c.type, c.comment) for c in table.columns]
+    # A view has no files: no location and no formats, as Hive, Spark and Trino store one.
+    view = table.table_type == VIRTUAL_VIEW
+    storage = hive.StorageDescriptor(
+        cols=columns,
+        location=None if view else table.location,
+        inputFormat=None if view else table.input_format or PARQUET["input_format"],
+        outputFormat=None if view else table.output_format or PARQUET["output_format"],
+        compressed=False,
+        numBuckets=-1,
+        serdeInfo=hive.SerDeInfo(
+            serializationLib=None if view else table.serde or PARQUET["serde"],
+            parameters=table.serde_parameters or ({} if view else {"serialization.format": "1"}),
+        ),
+        bucketCols=[],
+        sortCols=[],
+        parameters={},
+    )
+    return hive.Table(
+        tableName=table.name,
+        dbName=table.database,
+        owner="lakeward",
+        createTime=int(time.time()),
+        sd=storage,
+        partitionKeys=[hive.FieldSchema(c.name, c.type, c.comment) for c in table.partition_keys],
+        parameters=(
+            {"EXTERNAL": "TRUE", **table.parameters}
+            if table.table_type == "EXTERNAL_TABLE"
+            else dict(table.parameters)
+        ),
+        tableType=table.table_type,
+        viewOriginalText=table.view_original_text,
+        viewExpandedText=table.view_expanded_text,
+    )
+
+
+def thrift_partition(table: Any, partition: PartitionInfo) -> Any:
+    storage = hive.StorageDescriptor(**{**table.sd.__dict__, "location": partition.location})
+    return hive.Partition(
+        values=list(partition.values),
+        dbName=table.dbName,
+        tableName=table.tableName,
+        createTime=int(time.time()),
+        sd=storage,
+        parameters={},
+    )
+
+
+def table_info(raw: Any) -> TableInfo:
+    def columns(items: Any) -> list[Column]:
+        return [Column(c.name, c.type, c.comment) for c in items or []]
+
+    return TableInfo(
+        database=raw.dbName,
+        name=raw.tableName,
+        location=raw.sd.location or "",  # a view has none
+        columns=columns(raw.sd.cols),
+        partition_keys=columns(raw.partitionKeys),
+        table_type=raw.tableType,
+        parameters=dict(raw.parameters or {}),
+        input_format=raw.sd.inputFormat,
+        serde=raw.sd.serdeInfo.serializationLib if raw.sd.serdeInfo else None,
+        output_format=raw.sd.outputFormat,
+        serde_parameters=dict((raw.sd.serdeInfo.parameters or {}) if raw.sd.serdeInfo else {}),
+        view_original_text=raw.viewOriginalText,
+        view_expanded_text=raw.viewExpandedText,
+    )
