@@ -27,7 +27,7 @@ from lakeward.errors import InvalidRequest, LakewardError, TooManyRequests
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query import results
 from lakeward.query.athena_errors import athena_reason
-from lakeward.query.catalogs import URIS_PARAMETER, Catalogs
+from lakeward.query.catalogs import URIS_PARAMETER, Catalogs, Loader, load_catalog
 from lakeward.query.engines import load_engine
 from lakeward.query.engines.base import Engine, EngineResult
 from lakeward.query.journal import Journal
@@ -100,6 +100,7 @@ class QueryService(MetadataOperations):
         *,
         owner: bool = False,
         process: str | None = None,
+        catalog_loader: Loader = load_catalog,
     ) -> None:
         """``owner``: this is the stack's server, which registers the stack's catalog.
 
@@ -107,12 +108,14 @@ class QueryService(MetadataOperations):
         presence.py; a new id if None). Each service runs the queries started
         through it and answers for those of every other process: their state is
         in the store, their results in the lake.
+
+        ``catalog_loader`` makes a registered catalog's backend (``catalogs.load_catalog``).
         """
         self.settings = settings
         self.access: Authorizer = access or AllowAll()
         self.storage = storage or load_storage(settings)
         self.store = Store(settings.data_dir / "query" / "service.db")
-        self.catalogs = Catalogs(self.store)
+        self.catalogs = Catalogs(self.store, catalog_loader)
         self.workgroups = WorkGroups(self.store, self.access, settings.lake_root)
         self._engines: dict[str, Engine] = {}
         self._runs: dict[str, _Execution] = {}

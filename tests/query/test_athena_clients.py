@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 import pytest
 
 from lakeward.config import Settings
 from tests.helpers import lakeward
+from tests.query.support import credentials, endpoint
 
 pytestmark = pytest.mark.spark
 
@@ -19,18 +19,6 @@ SEED = (
     "OR country = 'United Kingdom'"
 )
 COUNTRIES = {"US", "Italy", "India", "Brazil", "Spain", "United Kingdom"}
-
-
-def endpoint(stack: Settings) -> str:
-    return f"http://{stack.server.host}:{stack.server.port}"
-
-
-def credentials(stack: Settings) -> dict[str, Any]:
-    return {
-        "region_name": "us-east-1",
-        "aws_access_key_id": stack.api.access_key_id,
-        "aws_secret_access_key": stack.api.secret_access_key,
-    }
 
 
 def expected_rows(stack: Settings) -> int:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest
-from lakeward.query.model import QueryExecution, QueryState, WorkGroup
+from lakeward.query.model import QueryState, WorkGroup
 from lakeward.query.service import QueryService
-from tests.helpers import over_stack
+from tests.query.support import all_rows, run, wait
 
 pytestmark = pytest.mark.spark
 
@@ -21,47 +20,6 @@ SEED = (
     "OR country = 'Italy' OR country = 'India' OR country = 'Brazil' OR country = 'Spain' "
     "OR country = 'United Kingdom'"
 )
-
-
-@pytest.fixture(scope="module")
-def service(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueryService]:
-    service = QueryService(over_stack(stack, tmp_path_factory.mktemp("svc")), owner=True)
-    yield service
-    service.close()
-
-
-def wait(service: QueryService, execution_id: str, timeout: float = 120) -> QueryExecution:
-    deadline = time.monotonic() + timeout
-    while True:
-        execution = service.get_query_execution(execution_id)
-        if execution.state.done:
-            return execution
-        assert time.monotonic() < deadline, execution
-        time.sleep(0.02)
-
-
-def all_rows(service: QueryService, execution_id: str) -> tuple[list[str], list[list[str | None]]]:
-    rows: list[list[str | None]] = []
-    token = None
-    while True:
-        page = service.get_query_results(execution_id, token, 1000)
-        rows.extend(page.rows)
-        token = page.next_token
-        if token is None:
-            names = [c.name for c in page.columns]
-            return names, rows
-
-
-def run(
-    service: QueryService, sql: str, **kwargs: object
-) -> tuple[list[str], list[list[str | None]]]:
-    execution = wait(service, service.start_query_execution(sql, **kwargs))  # type: ignore[arg-type]
-    assert execution.state == QueryState.SUCCEEDED, execution.state_change_reason
-    names, rows = all_rows(service, execution.id)
-    if execution.statement_type.value == "DML":
-        assert rows[0] == names  # Athena's labels row
-        rows = rows[1:]
-    return names, rows
 
 
 def test_seed_query_returns_the_countries(service: QueryService) -> None:

@@ -9,7 +9,6 @@ for lakeward. Refused statements are checked to have changed nothing.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,54 +21,11 @@ from lakeward.metastore import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
 from lakeward.storage import load_storage
 from tests.helpers import lakeward
+from tests.query.support import CATALOG, client_for
+from tests.query.support import api_failed as failed
+from tests.query.support import api_ok as ok
 
 pytestmark = pytest.mark.spark
-
-CATALOG = "demo_hive_metastore"
-
-
-def client_for(stack: Settings, key_id: str | None = None, secret: str | None = None) -> Any:
-    import boto3
-
-    return boto3.client(
-        "athena",
-        endpoint_url=f"http://{stack.server.host}:{stack.server.port}",
-        region_name="us-east-1",
-        aws_access_key_id=key_id or stack.api.access_key_id,
-        aws_secret_access_key=secret or stack.api.secret_access_key,
-    )
-
-
-def run(athena: Any, sql: str) -> dict[str, Any]:
-    """Start ``sql``, wait for it; its execution, with ``rows`` (no header) if it succeeded."""
-    execution_id = athena.start_query_execution(QueryString=sql)["QueryExecutionId"]
-    while True:
-        execution = athena.get_query_execution(QueryExecutionId=execution_id)["QueryExecution"]
-        if execution["Status"]["State"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-            break
-        time.sleep(0.05)
-    if execution["Status"]["State"] == "SUCCEEDED":
-        execution["rows"] = []
-        pages = athena.get_paginator("get_query_results").paginate(QueryExecutionId=execution_id)
-        for page in pages:
-            result = page["ResultSet"]
-            execution["rows"] += [
-                [d.get("VarCharValue") for d in r["Data"]] for r in result["Rows"]
-            ]
-            execution["columns"] = [c["Name"] for c in result["ResultSetMetadata"]["ColumnInfo"]]
-    return execution
-
-
-def ok(athena: Any, sql: str) -> dict[str, Any]:
-    execution = run(athena, sql)
-    assert execution["Status"]["State"] == "SUCCEEDED", (sql, execution["Status"])
-    return execution
-
-
-def failed(athena: Any, sql: str) -> str:
-    execution = run(athena, sql)
-    assert execution["Status"]["State"] == "FAILED", (sql, execution["Status"])
-    return str(execution["Status"]["StateChangeReason"])
 
 
 def unique(prefix: str) -> str:

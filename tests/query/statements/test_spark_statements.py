@@ -9,7 +9,6 @@ session on the same metastore, and the object events of its files.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,13 +16,11 @@ import pytest
 from lakeward.config import Settings
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.tables import TableInfo
-from lakeward.metastore.uris import metastore_uris
-from lakeward.query.model import QueryState, WorkGroup
+from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
 from lakeward.storage import decode_key
 from lakeward.storage.paths import lake_place
-from tests.helpers import over_stack
-from tests.query.test_query_service import run, wait
+from tests.query.support import run, wait
 
 pytestmark = pytest.mark.spark
 
@@ -44,20 +41,9 @@ QUERY_ROWS = 8 * 7 + 7  # Australia's 8 states and Cote d'Ivoire, a week
 # (Hive escapes the quote in the partition's directory: country=Cote d%27Ivoire.)
 
 
-@pytest.fixture(scope="module")
-def service(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueryService]:
-    service = QueryService(over_stack(stack, tmp_path_factory.mktemp("spark-writes")), owner=True)
-    service.put_work_group(WorkGroup(name="duck", engine="duckdb"))
-    service.put_work_group(WorkGroup(name="big", engine="spark"))
+@pytest.fixture(scope="module", autouse=True)
+def database(service: QueryService) -> None:
     run(service, f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
-    yield service
-    service.close()
-
-
-@pytest.fixture(scope="module")
-def metastore(stack: Settings) -> Iterator[MetastoreClient]:
-    with MetastoreClient(metastore_uris(stack)) as client:
-        yield client
 
 
 def unique(prefix: str) -> str:

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,26 +34,13 @@ from lakeward.query.service import QueryService
 from lakeward.storage import decode_key
 from lakeward.storage.paths import lake_place
 from tests.helpers import over_stack
-from tests.query.test_query_service import run, wait
+from tests.query.support import run, wait
 
 pytestmark = pytest.mark.spark
 
 COUNTRIES = ("France", "Italy", "Spain")
 IN_COUNTRIES = "country IN ('France', 'Italy', 'Spain')"
 SOURCE = "covid_confirmed_cases"
-
-
-@pytest.fixture(scope="module")
-def service(stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueryService]:
-    service = QueryService(over_stack(stack, tmp_path_factory.mktemp("writes")), owner=True)
-    yield service
-    service.close()
-
-
-@pytest.fixture(scope="module")
-def metastore(stack: Settings) -> Iterator[MetastoreClient]:
-    with MetastoreClient(metastore_uris(stack)) as client:
-        yield client
 
 
 def unique(prefix: str) -> str:
@@ -492,7 +478,7 @@ def test_a_write_whose_process_is_killed_is_rolled_back(
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, PAUSE_FOR_TESTS: "600"},
-        cwd=Path(__file__).parents[2],
+        cwd=Path(__file__).parents[3],
     )
     try:
         assert child.stdout is not None
@@ -548,7 +534,7 @@ def test_boto3_and_pyathena_see_athenas_ctas_result(stack: Settings) -> None:
     import boto3
     from pyathena import connect
 
-    from tests.query.test_athena_clients import credentials, endpoint
+    from tests.query.support import credentials, endpoint
 
     athena = boto3.client("athena", endpoint_url=endpoint(stack), **credentials(stack))
     name = unique("ctas_boto3")
@@ -586,8 +572,8 @@ def test_the_data_engineer_writes_tables_only_when_granted(stack: Settings) -> N
     """The seed's data engineer, through the API with its own keys, under real policies."""
     from lakeward.access.arns import glue_catalog_arn, glue_database_arn, glue_table_arn
     from tests.helpers import lakeward
-    from tests.query.test_catalog_statements import CATALOG, client_for, ok
-    from tests.query.test_catalog_statements import failed as api_failed
+    from tests.query.support import CATALOG, api_failed, client_for
+    from tests.query.support import api_ok as ok
 
     creds = json.loads(
         lakeward("secrets", "get", "DataEngineerUserCreds", data_dir=stack.data_dir).stdout

@@ -25,7 +25,7 @@ from lakeward.query.engines.duckdb import DuckDbEngine
 from lakeward.query.results import ResultCache, read_page, write_results
 from lakeward.query.types import athena_type_of_arrow
 from lakeward.storage import Storage, load_storage
-from tests.query.result_cases import SQL_CASES, arrow_cases
+from tests.query.results.result_cases import SQL_CASES, arrow_cases
 
 BUCKET, PREFIX = "lakeward-data", "r"
 SNAPSHOT = json.loads((Path(__file__).parent / "data" / "result_pages.json").read_text())

@@ -28,11 +28,11 @@ from lakeward.errors import InvalidRequest
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.metastore.uris import metastore_uris
-from lakeward.query.model import QueryState, WorkGroup
+from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
 from lakeward.storage.paths import warehouse_uri
 from tests.helpers import over_stack
-from tests.query.test_athena_clients import credentials, endpoint
+from tests.query.support import credentials, endpoint
 
 pytestmark = pytest.mark.spark
 
@@ -42,32 +42,21 @@ CATALOG = "demo_hive_metastore"
 ITALY_0910, ITALY_1231 = "35587", "74159"
 
 
-@pytest.fixture(scope="module")
-def metastore(stack: Settings) -> Iterator[MetastoreClient]:
-    with MetastoreClient(metastore_uris(stack)) as client:
-        client.create_database(DB, f"{warehouse_uri(stack)}/{DB}.db")
-        try:
-            yield client
-        finally:
-            client.drop_database(DB, cascade=True)
+@pytest.fixture(scope="module", autouse=True)
+def views_database(stack: Settings, metastore: MetastoreClient) -> Iterator[None]:
+    metastore.create_database(DB, f"{warehouse_uri(stack)}/{DB}.db")
+    try:
+        yield
+    finally:
+        metastore.drop_database(DB, cascade=True)
 
 
 @pytest.fixture(autouse=True)
-def no_views_left(metastore: MetastoreClient) -> Iterator[None]:
+def no_views_left(views_database: None, metastore: MetastoreClient) -> Iterator[None]:
     """Each test starts with no view in the database, whatever the one before it left."""
     yield
     for name in metastore.views(DB):
         metastore.drop_table(DB, name)
-
-
-@pytest.fixture(scope="module")
-def service(
-    stack: Settings, metastore: MetastoreClient, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[QueryService]:
-    service = QueryService(over_stack(stack, tmp_path_factory.mktemp("views")), owner=True)
-    service.put_work_group(WorkGroup(name="big", engine="spark"))
-    yield service
-    service.close()
 
 
 def finish(service: QueryService, sql: str, **kwargs: Any) -> Any:
