@@ -78,3 +78,10 @@ def glue_database_arn(catalog: str, database: str) -> str:
 def glue_table_arn(catalog: str, database: str, table: str) -> str:
     """A table or a view (Glue names both ``table``); ``table`` may be ``*``."""
     return arn("glue", f"table/{catalog}/{database}/{table}")
+
+
+def glue_arns(catalog: str, database: str, table: str | None = None) -> list[str]:
+    """Where Glue checks an action on a database or a table: the catalog, the database and
+    the table each (an action is allowed only when it is allowed on all of them)."""
+    found = [glue_catalog_arn(catalog), glue_database_arn(catalog, database)]
+    return found if table is None else [*found, glue_table_arn(catalog, database, table)]

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from lakeward.access.arns import catalog_arn, glue_table_arn
+from lakeward.access.arns import catalog_arn, glue_arns
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.tables import TableInfo
 from lakeward.query.catalogs import Catalogs
@@ -101,7 +101,8 @@ def expand_tree(
             raise InvalidRequest(f"view {ref.database}.{ref.table} is recursive: {chain}")
         if len(within) >= MOST_NESTED:
             raise InvalidRequest(f"views are nested more than {MOST_NESTED} deep")
-        authorize("glue:GetTable", glue_table_arn(ref.catalog, ref.database, ref.table))
+        for arn in glue_arns(ref.catalog, ref.database, ref.table):
+            authorize("glue:GetTable", arn)
         view = decode(ref, info, catalogs)
         # The SQL may name its creator's catalog in full: that name is the view's catalog.
         alias = {view.named_catalog} - {view.catalog, *catalogs}

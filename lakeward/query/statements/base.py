@@ -1,7 +1,8 @@
 """What every statement beyond a query is: a ``Command``, run with a ``Context``.
 
-A command checks its own permissions (``glue:*`` on the catalog's ARNs, ``s3:*`` on the
-lake places it writes) in ``run``, through ``Context.authorize``: a refusal fails the
+A command checks its own permissions (``glue:*`` on the catalog's ARNs, through
+``Context.authorize_table`` and ``authorize_database``; ``s3:*`` on the lake places it
+writes) in ``run``, through ``Context.authorize``: a refusal fails the
 execution, as Athena's do, and leaves the metastore and the lake unchanged.
 
 The context gives a command what it may use, and no more: the catalogs, the planner (for
@@ -12,11 +13,12 @@ with who started it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lakeward.access import Authorizer
+from lakeward.access.arns import glue_arns
 from lakeward.config import Settings
 from lakeward.query.catalogs import Catalogs
 from lakeward.query.catalogs.base import Catalog
@@ -79,6 +81,17 @@ class Context:
 
     def authorize(self, action: str, resource: str) -> Any:
         return self.access.authorize(action, resource, principal=self.principal)
+
+    def authorize_database(self, action: str, catalog: str, database: str) -> None:
+        """``action`` on a database as Glue checks it: on the catalog and the database."""
+        for arn in glue_arns(catalog, database):
+            self.authorize(action, arn)
+
+    def authorize_table(self, actions: Sequence[str], ref: TableRef) -> None:
+        """Each action on a table as Glue checks it: on the catalog, database and table."""
+        for action in actions:
+            for arn in glue_arns(ref.catalog, ref.database, ref.table):
+                self.authorize(action, arn)
 
     def catalog(self, name: str) -> Catalog:
         return self.catalogs.catalog(name)

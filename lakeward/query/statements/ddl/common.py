@@ -9,13 +9,9 @@ authorizer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from lakeward.access.arns import glue_catalog_arn, glue_database_arn, glue_table_arn
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.tables import TableInfo
 from lakeward.query.catalogs.base import Catalog
-from lakeward.query.model import TableRef
 from lakeward.query.statements.base import Command, Context
 from lakeward.storage.paths import hadoop_uri, lake_place
 
@@ -30,18 +26,6 @@ class CatalogCommand(Command):
 
     def metastore(self, context: Context) -> Catalog:
         return context.catalog(self.catalog)
-
-
-def authorize_database(context: Context, action: str, catalog: str, database: str) -> None:
-    context.authorize(action, glue_catalog_arn(catalog))
-    context.authorize(action, glue_database_arn(catalog, database))
-
-
-def authorize_table(context: Context, actions: Iterable[str], ref: TableRef) -> None:
-    """Each action on the catalog, the database and the table, as Glue checks them."""
-    for action in actions:
-        authorize_database(context, action, ref.catalog, ref.database)
-        context.authorize(action, glue_table_arn(ref.catalog, ref.database, ref.table))
 
 
 def refuse_view(table: TableInfo, statement: str) -> None:

@@ -10,7 +10,7 @@ from lakeward.query.engines.base import EngineResult
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context
-from lakeward.query.statements.ddl.common import CatalogCommand, authorize_database, lake_location
+from lakeward.query.statements.ddl.common import CatalogCommand, lake_location
 from lakeward.query.statements.ddl.parsing import Reader, check_name
 from lakeward.query.statements.show import no_rows
 from lakeward.storage.paths import hadoop_uri, warehouse_uri
@@ -32,7 +32,7 @@ class CreateDatabase(CatalogCommand):
             if self.location is not None
             else hadoop_uri(f"{warehouse_uri(settings)}/{self.database}.db")
         )
-        authorize_database(context, "glue:CreateDatabase", self.catalog, self.database)
+        context.authorize_database("glue:CreateDatabase", self.catalog, self.database)
         client = self.metastore(context)
         if self.database in client.databases():
             if self.if_not_exists:
@@ -54,7 +54,7 @@ class DropDatabase(CatalogCommand):
     def run(self, context: Context) -> EngineResult:
         if self.database == "default":
             raise InvalidRequest("Can not drop default database")
-        authorize_database(context, "glue:DeleteDatabase", self.catalog, self.database)
+        context.authorize_database("glue:DeleteDatabase", self.catalog, self.database)
         client = self.metastore(context)
         if self.database not in client.databases():
             if self.if_exists:

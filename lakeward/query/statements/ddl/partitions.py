@@ -22,7 +22,7 @@ from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context
-from lakeward.query.statements.ddl.common import authorize_table, lake_location, refuse_view
+from lakeward.query.statements.ddl.common import lake_location, refuse_view
 from lakeward.query.statements.ddl.parsing import Reader
 from lakeward.query.statements.ddl.tables import TableCommand, parse_alter_definition, table_ref
 from lakeward.query.statements.show import lines, no_rows
@@ -95,7 +95,7 @@ class AddPartitions(TableCommand):
 
     def run(self, context: Context) -> EngineResult:
         locations = [None if loc is None else lake_location(context, loc) for _, loc in self.specs]
-        authorize_table(context, ["glue:BatchCreatePartition"], self.ref)
+        context.authorize_table(["glue:BatchCreatePartition"], self.ref)
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, "ALTER TABLE ADD PARTITION")
@@ -125,7 +125,7 @@ class DropPartitions(TableCommand):
     specs: list[list[tuple[str, str]]] = field(default_factory=list)
 
     def run(self, context: Context) -> EngineResult:
-        authorize_table(context, ["glue:BatchDeletePartition"], self.ref)
+        context.authorize_table(["glue:BatchDeletePartition"], self.ref)
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, "ALTER TABLE DROP PARTITION")
@@ -160,7 +160,7 @@ class MovePartition(TableCommand):
 
     def run(self, context: Context) -> EngineResult:
         location = lake_location(context, self.location)
-        authorize_table(context, ["glue:UpdatePartition"], self.ref)
+        context.authorize_table(["glue:UpdatePartition"], self.ref)
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, "ALTER TABLE PARTITION SET LOCATION")
@@ -215,7 +215,7 @@ class RepairTable(TableCommand):
     """MSCK REPAIR TABLE: register the ``k=v`` directories under the table's location."""
 
     def run(self, context: Context) -> EngineResult:
-        authorize_table(context, ["glue:GetPartitions", "glue:BatchCreatePartition"], self.ref)
+        context.authorize_table(["glue:GetPartitions", "glue:BatchCreatePartition"], self.ref)
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, "MSCK REPAIR TABLE")
@@ -295,7 +295,7 @@ class ShowPartitions(TableCommand):
     statement_type = StatementType.UTILITY
 
     def run(self, context: Context) -> EngineResult:
-        authorize_table(context, ["glue:GetPartitions"], self.ref)
+        context.authorize_table(["glue:GetPartitions"], self.ref)
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, "SHOW PARTITIONS")

@@ -19,7 +19,6 @@ from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context
 from lakeward.query.statements.ddl.common import (
     CatalogCommand,
-    authorize_table,
     lake_location,
     refuse_view,
 )
@@ -83,7 +82,7 @@ class CreateTable(TableCommand):
 
     def run(self, context: Context) -> EngineResult:
         location = None if self.location is None else lake_location(context, self.location)
-        authorize_table(context, ["glue:CreateTable"], self.ref)
+        context.authorize_table(["glue:CreateTable"], self.ref)
         client = self.metastore(context)
         client.require_database(self.ref.database)
         if location is None:  # Hive's default: a directory of the table's name in the database's
@@ -219,7 +218,7 @@ class DropTable(TableCommand):
     if_exists: bool = False
 
     def run(self, context: Context) -> EngineResult:
-        authorize_table(context, ["glue:DeleteTable"], self.ref)
+        context.authorize_table(["glue:DeleteTable"], self.ref)
         client = self.metastore(context)
         try:
             table = client.table(self.ref.database, self.ref.table)
@@ -251,7 +250,7 @@ class ShowCreateTable(TableCommand):
     statement_type = StatementType.UTILITY
 
     def run(self, context: Context) -> EngineResult:
-        authorize_table(context, ["glue:GetTable"], self.ref)
+        context.authorize_table(["glue:GetTable"], self.ref)
         table = self.metastore(context).table(self.ref.database, self.ref.table)
         refuse_view(table, "SHOW CREATE TABLE")
         return lines("createtab_stmt", create_statement(table).split("\n"))
@@ -350,7 +349,7 @@ class AlterTable(TableCommand):
     def run(self, context: Context) -> EngineResult:
         if self.clause == "SET LOCATION":
             lake_location(context, self.location)  # refused before anything is asked
-        authorize_table(context, ["glue:UpdateTable"], self.ref)
+        context.authorize_table(["glue:UpdateTable"], self.ref)
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, f"ALTER TABLE {self.clause}")

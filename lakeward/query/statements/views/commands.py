@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from lakeward.access.arns import glue_catalog_arn, glue_database_arn, glue_table_arn
 from lakeward.errors import InvalidRequest, ResourceNotFound
 from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.query.catalogs import matches
@@ -79,9 +78,7 @@ class CreateView(Command):
         if existing is not None and not self.or_replace:
             raise InvalidRequest(f"View already exists: {_name(ref)}")
         action = "glue:UpdateTable" if existing is not None else "glue:CreateTable"
-        for arn in (glue_catalog_arn(ref.catalog), glue_database_arn(ref.catalog, ref.database)):
-            context.authorize(action, arn)
-        context.authorize(action, glue_table_arn(ref.catalog, ref.database, ref.table))
+        context.authorize_table([action], ref)
         _check_names(self.query)
         # The view must not read itself, through other views either (Trino's rule).
         if ref in self.query.tables:
@@ -197,13 +194,7 @@ class DropView(Command):
 
     def run(self, context: Context) -> EngineResult:
         ref = self.ref
-        arns = (
-            glue_catalog_arn(ref.catalog),
-            glue_database_arn(ref.catalog, ref.database),
-            glue_table_arn(ref.catalog, ref.database, ref.table),
-        )
-        for arn in arns:
-            context.authorize("glue:DeleteTable", arn)
+        context.authorize_table(["glue:DeleteTable"], ref)
         existing = _existing(context, ref)
         if existing is None:
             if self.if_exists:
@@ -244,7 +235,7 @@ class ShowViews(Command):
         return {self.catalog}
 
     def run(self, context: Context) -> EngineResult:
-        context.authorize("glue:GetTables", glue_database_arn(self.catalog, self.database))
+        context.authorize_database("glue:GetTables", self.catalog, self.database)
         catalog = context.catalog(self.catalog)
         catalog.require_database(self.database)
         names = catalog.views(self.database)
@@ -273,7 +264,7 @@ class ShowCreateView(Command):
 
     def run(self, context: Context) -> EngineResult:
         ref = self.ref
-        context.authorize("glue:GetTable", glue_table_arn(ref.catalog, ref.database, ref.table))
+        context.authorize_table(["glue:GetTable"], ref)
         existing = _existing(context, ref)
         if existing is None:
             raise ResourceNotFound(f"View {_name(ref)} does not exist")

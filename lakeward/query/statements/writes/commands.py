@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from sqlglot import exp
 
-from lakeward.access.arns import glue_catalog_arn, glue_database_arn, glue_table_arn, s3_arn
+from lakeward.access.arns import s3_arn
 from lakeward.errors import InvalidRequest, QueryCancelled, StorageError
 from lakeward.metastore.tables import Column, PartitionInfo, TableInfo
 from lakeward.query.engines.base import (
@@ -151,12 +151,7 @@ class CreateTableAs(_FromSelect):
 
     def run(self, context: Context) -> EngineResult:
         ref, execution = self.table, context.execution
-        for arn in (
-            glue_catalog_arn(ref.catalog),
-            glue_database_arn(ref.catalog, ref.database),
-            glue_table_arn(ref.catalog, ref.database, ref.table),
-        ):
-            context.authorize("glue:CreateTable", arn)
+        context.authorize_table(["glue:CreateTable"], ref)
         catalog = context.catalog(ref.catalog)
         catalog.require_database(ref.database)
         if catalog.table_exists(ref.database, ref.table):
@@ -231,10 +226,9 @@ class InsertInto(_FromSelect):
         info = catalog.table(ref.database, ref.table)
         if info.table_type == "VIRTUAL_VIEW":
             raise InvalidRequest(f"{ref} is a view: INSERT INTO writes tables only")
-        table_arn = glue_table_arn(ref.catalog, ref.database, ref.table)
-        context.authorize("glue:UpdateTable", table_arn)
+        context.authorize_table(["glue:UpdateTable"], ref)
         if info.partition_keys:
-            context.authorize("glue:BatchCreatePartition", table_arn)
+            context.authorize_table(["glue:BatchCreatePartition"], ref)
         options = self._options(info)
         _lake_location(context, info.location, "the table's location")
         _authorize_put(context, info.location)
