@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from pymetastore.hive_metastore import ttypes as hive
 
@@ -74,6 +75,24 @@ def partition_name(keys: Sequence[str], values: Sequence[str]) -> str:
     return "/".join(
         f"{escape_path_name(k)}={escape_path_name(v)}" for k, v in zip(keys, values, strict=True)
     )
+
+
+def partition_values(
+    directories: Sequence[str], keys: Sequence[str], *, exact: bool = True
+) -> list[str] | None:
+    """The values that partition directories (``k1=v1``, ``k2=v2``) name, unescaped as Hive
+    escapes them; None unless they name ``keys``, in order. ``exact``: keys compared as
+    written (Athena's MSCK REPAIR TABLE); else without regard to case (reading files)."""
+    if len(directories) != len(keys):
+        return None
+    values = []
+    for directory, key in zip(directories, keys, strict=True):
+        name, equals, value = directory.partition("=")
+        name = unquote(name)
+        if not equals or not name or (name != key if exact else name.lower() != key.lower()):
+            return None
+        values.append(unquote(value))
+    return values
 
 
 def thrift_table(table: TableInfo) -> Any:

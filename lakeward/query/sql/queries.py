@@ -210,3 +210,21 @@ def parse_explain(sql: str, cursor: Cursor, names: Names) -> Statement:
         raise InvalidRequest("EXPLAIN is allowed only for SELECT queries")
     inner = parse_query(cursor.rest(), names)
     return Statement("explain", StatementType.UTILITY, sql, inner.tables, explained=inner)
+
+
+def require_named_columns(statement: Statement) -> None:
+    """Every column a table or a view is made of needs a name (Trino's rule): an expression
+    without AS is refused by position; ``*`` and ``t.*`` name their columns."""
+    tree = statement._ast
+    while isinstance(tree, (exp.SetOperation, exp.Subquery)):
+        tree = tree.left if isinstance(tree, exp.SetOperation) else tree.this
+    if isinstance(tree, exp.Values):
+        raise InvalidRequest(
+            "Column name not specified at position 1: name the VALUES' columns with AS"
+        )
+    if isinstance(tree, exp.Select):
+        for position, item in enumerate(tree.expressions, 1):
+            if not (item.is_star or isinstance(item, (exp.Alias, exp.Column))):
+                raise InvalidRequest(
+                    f"Column name not specified at position {position}: name it with AS"
+                )

@@ -34,7 +34,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 import duckdb
 import pyarrow as pa
@@ -42,7 +41,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from lakeward.errors import LakewardError, QueryCancelled, QueryFailed
-from lakeward.metastore.tables import Column
+from lakeward.metastore.tables import Column, partition_values
 from lakeward.query.engines.base import (
     Engine,
     EngineResult,
@@ -466,12 +465,10 @@ def _list_files(filesystem: pafs.FileSystem, root: str, keys: list[str]) -> list
         # Hive and Spark skip these: _SUCCESS, _temporary/, .crc files, .hive-staging dirs.
         if info.type != pafs.FileType.File or any(p.startswith(("_", ".")) for p in relative):
             continue
-        pairs = [d.partition("=") for d in relative[:-1]] if keys else []
-        if len(pairs) != len(keys) or any(
-            k.lower() != p[0].lower() or not p[1] for k, p in zip(keys, pairs, strict=True)
-        ):
+        named = partition_values(relative[:-1], keys, exact=False) if keys else []
+        if named is None:
             continue  # outside the partition directories: Hive ignores it
-        values = tuple(None if p[2] == HIVE_DEFAULT_PARTITION else unquote(p[2]) for p in pairs)
+        values = tuple(None if v == HIVE_DEFAULT_PARTITION else v for v in named)
         files.append(DataFile(info.path, info.size, values, info.mtime_ns))
     return sorted(files, key=lambda f: f.path)
 
@@ -483,13 +480,13 @@ def _hive_layout(root: str, files: list[DataFile], keys: list[str]) -> bool:
     for file in files:
         if not file.path.startswith(prefix):
             return False
-        parts = file.path[len(prefix) :].split("/")[: len(keys)]
-        pairs = [p.partition("=") for p in parts]
-        if len(pairs) != len(keys) or any(
-            k.lower() != p[0].lower()
-            or (None if p[2] == HIVE_DEFAULT_PARTITION else unquote(p[2])) != v
-            for k, p, v in zip(keys, pairs, file.partition, strict=True)
-        ):
+        named = partition_values(
+            file.path[len(prefix) :].split("/")[: len(keys)], keys, exact=False
+        )
+        values = (
+            None if named is None else [None if v == HIVE_DEFAULT_PARTITION else v for v in named]
+        )
+        if values != list(file.partition):
             return False
     return True
 

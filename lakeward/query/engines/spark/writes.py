@@ -27,7 +27,6 @@ import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.orc as orc
@@ -45,6 +44,7 @@ from pyspark.sql.types import (
 )
 
 from lakeward.errors import InvalidRequest, QueryFailed
+from lakeward.metastore.tables import partition_values
 from lakeward.query.engines.base import WriteResult, WriteTarget, WrittenFile
 from lakeward.query.formats import HIVE_DEFAULT_PARTITION
 from lakeward.query.model import ColumnInfo
@@ -303,11 +303,7 @@ def _partition(relative: str, keys: tuple[str, ...]) -> tuple[str | None, ...]:
     """The partition values of a file from its ``k=v/`` directories (Hive's escaping)."""
     if not keys:
         return ()
-    parts = relative.split("/")[: len(keys)]
-    values: list[str | None] = []
-    for key, part in zip(keys, parts, strict=True):
-        name, _, value = part.partition("=")
-        if unquote(name) != key:
-            raise QueryFailed(f"Spark wrote {relative}, not under the partition {key}")
-        values.append(None if value == HIVE_DEFAULT_PARTITION else unquote(value))
-    return tuple(values)
+    values = partition_values(relative.split("/")[: len(keys)], keys)
+    if values is None:
+        raise QueryFailed(f"Spark wrote {relative}, not under the partitions {', '.join(keys)}")
+    return tuple(None if v == HIVE_DEFAULT_PARTITION else v for v in values)

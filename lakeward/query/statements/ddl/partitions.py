@@ -12,11 +12,10 @@ import datetime
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from urllib.parse import unquote
 
 from lakeward.access.arns import s3_arn
 from lakeward.errors import InvalidRequest
-from lakeward.metastore.tables import PartitionInfo, TableInfo, partition_name
+from lakeward.metastore.tables import PartitionInfo, TableInfo, partition_name, partition_values
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql.names import Names
@@ -240,7 +239,7 @@ class RepairTable(TableCommand):
             directory = "/".join(parts[: len(keys)])
             if directory in found or directory in skipped or directory in existing:
                 continue
-            values = _values(directory, keys)
+            values = partition_values(directory.split("/"), keys)
             if values is None:
                 skipped[directory] = "not a directory of the table's partition columns"
                 continue
@@ -266,18 +265,6 @@ class RepairTable(TableCommand):
             ]
         out += [f"Skipped {d}: {why}" for d, why in sorted(skipped.items())]
         return lines("result", out) if out else no_rows()
-
-
-def _values(directory: str, keys: list[str]) -> list[str] | None:
-    """The values a partition directory names, or None if it does not name ``keys``."""
-    values = []
-    for part, key in zip(directory.split("/"), keys, strict=True):
-        match = _SPEC_ITEM.fullmatch(part)
-        # Compared as written: Athena does not add `userId=1` for the column userid.
-        if match is None or unquote(match.group(1)) != key:
-            return None
-        values.append(unquote(match.group(2)))
-    return values
 
 
 def parse_msck(sql: str, cursor: Cursor, names: Names) -> Command:

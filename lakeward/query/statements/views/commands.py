@@ -12,8 +12,6 @@ import json
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from sqlglot import exp
-
 from lakeward.errors import InvalidRequest, ResourceNotFound
 from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.query.catalogs import matches
@@ -21,7 +19,7 @@ from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.planner.views import expand_tree, lookup_in, with_tree
 from lakeward.query.sql.names import Names
-from lakeward.query.sql.queries import Statement, parse_query
+from lakeward.query.sql.queries import Statement, parse_query, require_named_columns
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context
 from lakeward.query.statements.show import lines, no_rows
@@ -79,7 +77,7 @@ class CreateView(Command):
             raise InvalidRequest(f"View already exists: {_name(ref)}")
         action = "glue:UpdateTable" if existing is not None else "glue:CreateTable"
         context.authorize_table([action], ref)
-        _check_names(self.query)
+        require_named_columns(self.query)
         # The view must not read itself, through other views either (Trino's rule).
         if ref in self.query.tables:
             raise InvalidRequest(f"view {ref.database}.{ref.table} cannot read itself")
@@ -110,26 +108,6 @@ class CreateView(Command):
         )
         context.catalog(ref.catalog).put_view(info, replace=self.or_replace)
         return no_rows()
-
-
-def _check_names(query: Statement) -> None:
-    """Every column of a view has a name, and one name only once (Trino's rule)."""
-    select = query._ast
-    while isinstance(select, exp.SetOperation):
-        select = select.left
-    while isinstance(select, exp.Subquery):
-        select = select.this
-    if isinstance(select, exp.Values):
-        raise InvalidRequest("Column name not specified at position 1: name VALUES' columns")
-    if not isinstance(select, exp.Select):
-        return
-    for position, projection in enumerate(select.expressions, start=1):
-        if isinstance(projection, exp.Star) or projection.is_star:
-            continue
-        if not isinstance(projection, (exp.Alias, exp.Column)):
-            raise InvalidRequest(
-                f"Column name not specified at position {position}: name it with AS"
-            )
 
 
 def _result_columns(context: Context, statement: Statement) -> tuple[ViewColumn, ...]:

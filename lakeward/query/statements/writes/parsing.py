@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
 
 from lakeward.errors import InvalidRequest
@@ -12,7 +11,7 @@ from lakeward.query.engines.writers import (
     compression_of,
 )
 from lakeward.query.sql.names import Names
-from lakeward.query.sql.queries import Statement, parse_query
+from lakeward.query.sql.queries import Statement, parse_query, require_named_columns
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command
 from lakeward.query.statements.ddl.tables import refuse_plain_create_table
@@ -103,23 +102,10 @@ def parse_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
     cursor.expect("AS")
     end, with_data = _data_tail(cursor)
     select = _query(sql, cursor, end, names)
-    check_named(select)
+    require_named_columns(select)
     options = ctas_options(props)
     location = string_property(props, "external_location")
     return CreateTableAs(table, select, options, location, with_data, if_not_exists)
-
-
-def check_named(select: Statement) -> None:
-    """A table's columns need names: Trino's refusal of an unnamed expression."""
-    tree = select._ast
-    while isinstance(tree, (exp.SetOperation, exp.Subquery)):
-        tree = tree.left if isinstance(tree, exp.SetOperation) else tree.this
-    if isinstance(tree, exp.Values):
-        raise InvalidRequest("Column name not specified at position 1 (name the VALUES' columns)")
-    if isinstance(tree, exp.Select):
-        for position, item in enumerate(tree.expressions, 1):
-            if not isinstance(item, (exp.Alias, exp.Column, exp.Star)):
-                raise InvalidRequest(f"Column name not specified at position {position}")
 
 
 def _without_as(cursor: Cursor) -> bool:
