@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from lakeward.access import Authorizer
 from lakeward.access.arns import glue_arns
 from lakeward.config import Settings
@@ -24,7 +26,7 @@ from lakeward.query.catalogs import Catalogs
 from lakeward.query.catalogs.base import Catalog
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.journal import Journal
-from lakeward.query.model import QueryExecution, StatementType, TableRef, WorkGroup
+from lakeward.query.model import ColumnInfo, QueryExecution, StatementType, TableRef, WorkGroup
 from lakeward.query.planner import Plan, Planner, Run
 from lakeward.query.sql.queries import Statement
 from lakeward.storage import Storage
@@ -102,3 +104,20 @@ class Context:
 
 Parser = Callable[[str, Any, Any], Command]
 """Parses one statement: its text, a cursor at its first token, and the name resolver."""
+
+
+def lines(name: str, values: list[str], *, sized: bool = False) -> EngineResult:
+    """A one-column varchar result, one row per value: what every SHOW answers.
+
+    ``sized``: the column described as Trino describes an unbounded varchar (the views'
+    statements have always answered so; the others keep their metadata as it was)."""
+    table = pa.table({name: pa.array(values, pa.string())})
+    column = ColumnInfo(name=name, type="varchar")
+    if sized:
+        column = ColumnInfo(name=name, type="varchar", precision=2147483647, case_sensitive=True)
+    return EngineResult([column], iter(table.to_batches()))
+
+
+def no_rows() -> EngineResult:
+    """What Athena returns for DDL: a result with no columns and no rows."""
+    return EngineResult([], iter(()))

@@ -1,42 +1,29 @@
-"""SHOW CATALOGS, SHOW DATABASES|SCHEMAS, SHOW TABLES, SHOW COLUMNS and DESCRIBE: answered
-from the catalogs, never by an engine.
+"""SHOW CATALOGS, SHOW DATABASES|SCHEMAS, SHOW TABLES, SHOW COLUMNS and DESCRIBE, answered
+from the catalogs, never by an engine;
 
 Athena runs these on Hive, which quotes names with backticks; the token reader takes both
-quotes. SHOW VIEWS and SHOW CREATE VIEW are the views' (``views``), SHOW CREATE TABLE and
-SHOW PARTITIONS the tables' (``ddl``).
+quotes. and SHOW VIEWS, SHOW CREATE VIEW, SHOW CREATE TABLE and SHOW PARTITIONS: every SHOW
+is here, and answers one column of text (``base.lines``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pyarrow as pa
-
 from lakeward.access.arns import catalog_arn
+from lakeward.errors import InvalidRequest, ResourceNotFound
 from lakeward.query.catalogs import matches
 from lakeward.query.engines.base import EngineResult
-from lakeward.query.model import ColumnInfo, StatementType, TableRef
+from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
-from lakeward.query.statements.base import Command, Context
-from lakeward.query.view_definitions import described
-
-
-def lines(name: str, values: list[str], *, sized: bool = False) -> EngineResult:
-    """A one-column varchar result, one row per value: what every SHOW answers.
-
-    ``sized``: the column described as Trino describes an unbounded varchar (the views'
-    statements have always answered so; the others keep their metadata as it was)."""
-    table = pa.table({name: pa.array(values, pa.string())})
-    column = ColumnInfo(name=name, type="varchar")
-    if sized:
-        column = ColumnInfo(name=name, type="varchar", precision=2147483647, case_sensitive=True)
-    return EngineResult([column], iter(table.to_batches()))
-
-
-def no_rows() -> EngineResult:
-    """What Athena returns for DDL: a result with no columns and no rows."""
-    return EngineResult([], iter(()))
+from lakeward.query.statements.base import Command, Context, lines
+from lakeward.query.statements.ddl.common import refuse_view
+from lakeward.query.statements.ddl.parsing import Reader
+from lakeward.query.statements.ddl.partitions import require_partitioned
+from lakeward.query.statements.ddl.tables import TableCommand, create_statement, table_ref
+from lakeward.query.statements.views.commands import find_existing, quoted_name
+from lakeward.query.view_definitions import decode, described, is_view
 
 
 def like(pattern: str | None, name: str) -> bool:
@@ -140,3 +127,106 @@ def parse_show(sql: str, cursor: Cursor, names: Names) -> Command:
         return ShowDatabases(names.catalog(target[0] if target else names.default_catalog), pattern)
     catalog, database = names.database(target or [names.default_database])
     return ShowTables(catalog, database, pattern)
+
+
+@dataclass
+class ShowCreateTable(TableCommand):
+    statement_type = StatementType.UTILITY
+
+    def run(self, context: Context) -> EngineResult:
+        context.authorize_table(["glue:GetTable"], self.ref)
+        table = self.metastore(context).table(self.ref.database, self.ref.table)
+        refuse_view(table, "SHOW CREATE TABLE")
+        return lines("createtab_stmt", create_statement(table).split("\n"))
+
+
+def parse_show_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
+    reader = Reader(sql, cursor)
+    reader.expect_words("SHOW", "CREATE", "TABLE")
+    ref = table_ref(reader, names)
+    reader.done()
+    return ShowCreateTable(ref)
+
+
+@dataclass
+class ShowPartitions(TableCommand):
+    statement_type = StatementType.UTILITY
+
+    def run(self, context: Context) -> EngineResult:
+        context.authorize_table(["glue:GetPartitions"], self.ref)
+        client = self.metastore(context)
+        table = client.table(self.ref.database, self.ref.table)
+        refuse_view(table, "SHOW PARTITIONS")
+        require_partitioned(table)
+        return lines("partition", sorted(client.partition_names(self.ref.database, self.ref.table)))
+
+
+def parse_show_partitions(sql: str, cursor: Cursor, names: Names) -> Command:
+    reader = Reader(sql, cursor)
+    reader.expect_words("SHOW", "PARTITIONS")
+    ref: TableRef = table_ref(reader, names)
+    reader.done()
+    return ShowPartitions(ref)
+
+
+@dataclass
+class ShowViews(Command):
+    catalog: str
+    database: str
+    like: str | None
+
+    statement_type = StatementType.UTILITY
+
+    def catalogs(self) -> set[str]:
+        return {self.catalog}
+
+    def run(self, context: Context) -> EngineResult:
+        context.authorize_database("glue:GetTables", self.catalog, self.database)
+        catalog = context.catalog(self.catalog)
+        catalog.require_database(self.database)
+        names = catalog.views(self.database)
+        return lines("views", sorted(n for n in names if matches(self.like, n)), sized=True)
+
+
+def parse_show_views(sql: str, cursor: Cursor, names: Names) -> Command:
+    cursor.expect("SHOW")
+    cursor.expect("VIEWS")
+    catalog, database = names.default_catalog, names.default_database
+    if cursor.word("IN", "FROM"):
+        catalog, database = names.database(cursor.names(2))
+    like = cursor.string() if cursor.word("LIKE") else None
+    cursor.done()
+    return ShowViews(catalog, database, like)
+
+
+@dataclass
+class ShowCreateView(Command):
+    ref: TableRef
+
+    statement_type = StatementType.UTILITY
+
+    def catalogs(self) -> set[str]:
+        return {self.ref.catalog}
+
+    def run(self, context: Context) -> EngineResult:
+        ref = self.ref
+        context.authorize_table(["glue:GetTable"], ref)
+        existing = find_existing(context, ref)
+        if existing is None:
+            raise ResourceNotFound(f"View {quoted_name(ref)} does not exist")
+        if not is_view(existing):
+            raise InvalidRequest(f"Relation {quoted_name(ref)} is a table, not a view")
+        view = decode(ref, existing, context.catalogs.names())
+        head = f'CREATE VIEW "{ref.catalog}"."{ref.database}"."{ref.table}"'
+        if view.comment is not None:
+            head += " COMMENT '" + view.comment.replace("'", "''") + "'"
+        return lines("Create View", [f"{head} AS", *view.sql.strip().splitlines()], sized=True)
+
+
+def parse_show_create_view(sql: str, cursor: Cursor, names: Names) -> Command:
+    cursor.expect("SHOW")
+    cursor.expect("CREATE")
+    cursor.expect("VIEW")
+    ref = names.table(cursor.names(3))
+    cursor.done()
+    return ShowCreateView(ref)

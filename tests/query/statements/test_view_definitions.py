@@ -13,7 +13,8 @@ from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.query.model import ColumnInfo, TableRef
 from lakeward.query.statements import parse_statement
 from lakeward.query.statements.base import Command
-from lakeward.query.statements.views.commands import CreateView, DropView, ShowCreateView, ShowViews
+from lakeward.query.statements.show import ShowCreateView, ShowViews
+from lakeward.query.statements.views.commands import CreateView, DropView
 from lakeward.query.statements.views.spark import definition
 from lakeward.query.view_definitions import (
     View,

@@ -9,10 +9,9 @@ from lakeward.errors import InvalidRequest, ResourceNotFound
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
-from lakeward.query.statements.base import Command, Context
+from lakeward.query.statements.base import Command, Context, no_rows
 from lakeward.query.statements.ddl.common import CatalogCommand, lake_location
 from lakeward.query.statements.ddl.parsing import Reader, check_name
-from lakeward.query.statements.show import no_rows
 from lakeward.storage.paths import hadoop_uri, warehouse_uri
 
 

@@ -17,14 +17,12 @@ from lakeward.access.arns import s3_arn
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.tables import PartitionInfo, TableInfo, partition_name, partition_values
 from lakeward.query.engines.base import EngineResult
-from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
-from lakeward.query.statements.base import Command, Context
+from lakeward.query.statements.base import Command, Context, lines, no_rows
 from lakeward.query.statements.ddl.common import lake_location, refuse_view
 from lakeward.query.statements.ddl.parsing import Reader
 from lakeward.query.statements.ddl.tables import TableCommand, parse_alter_definition, table_ref
-from lakeward.query.statements.show import lines, no_rows
 from lakeward.storage.paths import lake_place
 
 _INTEGERS = {"tinyint": 8, "smallint": 16, "int": 32, "integer": 32, "bigint": 64}
@@ -82,7 +80,7 @@ def full_values(table: TableInfo, spec: list[tuple[str, str]]) -> list[str]:
     return [named[k] for k in keys]
 
 
-def _partitioned(table: TableInfo) -> None:
+def require_partitioned(table: TableInfo) -> None:
     if not table.partition_keys:
         raise InvalidRequest(f"Table {table.database}.{table.name} is not partitioned")
 
@@ -98,7 +96,7 @@ class AddPartitions(TableCommand):
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, "ALTER TABLE ADD PARTITION")
-        _partitioned(table)
+        require_partitioned(table)
         keys = [k.name for k in table.partition_keys]
         existing = set(client.partition_names(self.ref.database, self.ref.table))
         adding: dict[str, PartitionInfo] = {}
@@ -128,7 +126,7 @@ class DropPartitions(TableCommand):
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, "ALTER TABLE DROP PARTITION")
-        _partitioned(table)
+        require_partitioned(table)
         keys = {k.name: k for k in table.partition_keys}
         names = client.partition_names(self.ref.database, self.ref.table)
         dropping: dict[str, None] = {}
@@ -163,7 +161,7 @@ class MovePartition(TableCommand):
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, "ALTER TABLE PARTITION SET LOCATION")
-        _partitioned(table)
+        require_partitioned(table)
         values = full_values(table, self.spec)
         name = partition_name([k.name for k in table.partition_keys], values)
         if name not in client.partition_names(self.ref.database, self.ref.table):
@@ -218,7 +216,7 @@ class RepairTable(TableCommand):
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, "MSCK REPAIR TABLE")
-        _partitioned(table)
+        require_partitioned(table)
         settings = context.settings
         place = lake_place(settings, table.location)
         if place is None:
@@ -275,24 +273,3 @@ def parse_msck(sql: str, cursor: Cursor, names: Names) -> Command:
     ref = table_ref(reader, names)
     reader.done()
     return RepairTable(ref)
-
-
-@dataclass
-class ShowPartitions(TableCommand):
-    statement_type = StatementType.UTILITY
-
-    def run(self, context: Context) -> EngineResult:
-        context.authorize_table(["glue:GetPartitions"], self.ref)
-        client = self.metastore(context)
-        table = client.table(self.ref.database, self.ref.table)
-        refuse_view(table, "SHOW PARTITIONS")
-        _partitioned(table)
-        return lines("partition", sorted(client.partition_names(self.ref.database, self.ref.table)))
-
-
-def parse_show_partitions(sql: str, cursor: Cursor, names: Names) -> Command:
-    reader = Reader(sql, cursor)
-    reader.expect_words("SHOW", "PARTITIONS")
-    ref: TableRef = table_ref(reader, names)
-    reader.done()
-    return ShowPartitions(ref)

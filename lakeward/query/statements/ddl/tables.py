@@ -13,17 +13,16 @@ from lakeward.errors import InvalidRequest, ResourceNotFound
 from lakeward.metastore.tables import Column, TableInfo
 from lakeward.query import formats
 from lakeward.query.engines.base import EngineResult
-from lakeward.query.model import StatementType, TableRef
+from lakeward.query.model import TableRef
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
-from lakeward.query.statements.base import Command, Context
+from lakeward.query.statements.base import Command, Context, no_rows
 from lakeward.query.statements.ddl.common import (
     CatalogCommand,
     lake_location,
     refuse_view,
 )
 from lakeward.query.statements.ddl.parsing import Reader, check_name
-from lakeward.query.statements.show import lines, no_rows
 
 # ROW FORMAT DELIMITED's clauses, in Hive's order, and the SerDe parameter each sets.
 _DELIMITED = (
@@ -245,17 +244,6 @@ def parse_drop_table(sql: str, cursor: Cursor, names: Names) -> Command:
     return DropTable(ref, if_exists)
 
 
-@dataclass
-class ShowCreateTable(TableCommand):
-    statement_type = StatementType.UTILITY
-
-    def run(self, context: Context) -> EngineResult:
-        context.authorize_table(["glue:GetTable"], self.ref)
-        table = self.metastore(context).table(self.ref.database, self.ref.table)
-        refuse_view(table, "SHOW CREATE TABLE")
-        return lines("createtab_stmt", create_statement(table).split("\n"))
-
-
 def create_statement(table: TableInfo) -> str:
     """The CREATE EXTERNAL TABLE that makes ``table`` again, laid out as Hive shows it."""
     out = [f"CREATE EXTERNAL TABLE `{table.database}`.`{table.name}`("]
@@ -327,14 +315,6 @@ def _quote(value: str) -> str:
         else:
             out.append(char)
     return "'" + "".join(out) + "'"
-
-
-def parse_show_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
-    reader = Reader(sql, cursor)
-    reader.expect_words("SHOW", "CREATE", "TABLE")
-    ref = table_ref(reader, names)
-    reader.done()
-    return ShowCreateTable(ref)
 
 
 @dataclass

@@ -14,15 +14,13 @@ from dataclasses import dataclass
 
 from lakeward.errors import InvalidRequest, ResourceNotFound
 from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
-from lakeward.query.catalogs import matches
 from lakeward.query.engines.base import EngineResult
-from lakeward.query.model import StatementType, TableRef
+from lakeward.query.model import TableRef
 from lakeward.query.planner.views import expand_tree, lookup_in, with_tree
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.queries import Statement, parse_query, require_named_columns
 from lakeward.query.sql.tokens import Cursor
-from lakeward.query.statements.base import Command, Context
-from lakeward.query.statements.show import lines, no_rows
+from lakeward.query.statements.base import Command, Context, no_rows
 from lakeward.query.statements.views import spark
 from lakeward.query.translate.query import check_translatable
 from lakeward.query.view_definitions import (
@@ -31,7 +29,6 @@ from lakeward.query.view_definitions import (
     READS,
     View,
     ViewColumn,
-    decode,
     hive_type,
     is_view,
     qualified,
@@ -40,12 +37,12 @@ from lakeward.query.view_definitions import (
 )
 
 
-def _existing(context: Context, ref: TableRef) -> TableInfo | None:
+def find_existing(context: Context, ref: TableRef) -> TableInfo | None:
     """The table or view named ``ref``; None if there is none (its database must exist)."""
     return context.catalog(ref.catalog).find_table(ref.database, ref.table)
 
 
-def _name(ref: TableRef) -> str:
+def quoted_name(ref: TableRef) -> str:
     return f"'{ref.catalog}.{ref.database}.{ref.table}'"
 
 
@@ -70,11 +67,11 @@ class CreateView(Command):
 
     def run(self, context: Context) -> EngineResult:
         ref = self.ref
-        existing = _existing(context, ref)
+        existing = find_existing(context, ref)
         if existing is not None and not is_view(existing):
-            raise InvalidRequest(f"Table already exists: {_name(ref)}")
+            raise InvalidRequest(f"Table already exists: {quoted_name(ref)}")
         if existing is not None and not self.or_replace:
-            raise InvalidRequest(f"View already exists: {_name(ref)}")
+            raise InvalidRequest(f"View already exists: {quoted_name(ref)}")
         action = "glue:UpdateTable" if existing is not None else "glue:CreateTable"
         context.authorize_table([action], ref)
         require_named_columns(self.query)
@@ -173,14 +170,14 @@ class DropView(Command):
     def run(self, context: Context) -> EngineResult:
         ref = self.ref
         context.authorize_table(["glue:DeleteTable"], ref)
-        existing = _existing(context, ref)
+        existing = find_existing(context, ref)
         if existing is None:
             if self.if_exists:
                 return no_rows()
-            raise ResourceNotFound(f"View {_name(ref)} does not exist")
+            raise ResourceNotFound(f"View {quoted_name(ref)} does not exist")
         if not is_view(existing):
             raise InvalidRequest(
-                f"View {_name(ref)} does not exist, but a table with that name exists. "
+                f"View {quoted_name(ref)} does not exist, but a table with that name exists. "
                 f"Did you mean DROP TABLE {ref.database}.{ref.table}?"
             )
         context.catalog(ref.catalog).drop_table(ref.database, ref.table)
@@ -199,66 +196,3 @@ def parse_drop_view(sql: str, cursor: Cursor, names: Names) -> Command:
 
 
 # -- SHOW VIEWS, SHOW CREATE VIEW ---------------------------------------------------------------
-
-
-@dataclass
-class ShowViews(Command):
-    catalog: str
-    database: str
-    like: str | None
-
-    statement_type = StatementType.UTILITY
-
-    def catalogs(self) -> set[str]:
-        return {self.catalog}
-
-    def run(self, context: Context) -> EngineResult:
-        context.authorize_database("glue:GetTables", self.catalog, self.database)
-        catalog = context.catalog(self.catalog)
-        catalog.require_database(self.database)
-        names = catalog.views(self.database)
-        return lines("views", sorted(n for n in names if matches(self.like, n)), sized=True)
-
-
-def parse_show_views(sql: str, cursor: Cursor, names: Names) -> Command:
-    cursor.expect("SHOW")
-    cursor.expect("VIEWS")
-    catalog, database = names.default_catalog, names.default_database
-    if cursor.word("IN", "FROM"):
-        catalog, database = names.database(cursor.names(2))
-    like = cursor.string() if cursor.word("LIKE") else None
-    cursor.done()
-    return ShowViews(catalog, database, like)
-
-
-@dataclass
-class ShowCreateView(Command):
-    ref: TableRef
-
-    statement_type = StatementType.UTILITY
-
-    def catalogs(self) -> set[str]:
-        return {self.ref.catalog}
-
-    def run(self, context: Context) -> EngineResult:
-        ref = self.ref
-        context.authorize_table(["glue:GetTable"], ref)
-        existing = _existing(context, ref)
-        if existing is None:
-            raise ResourceNotFound(f"View {_name(ref)} does not exist")
-        if not is_view(existing):
-            raise InvalidRequest(f"Relation {_name(ref)} is a table, not a view")
-        view = decode(ref, existing, context.catalogs.names())
-        head = f'CREATE VIEW "{ref.catalog}"."{ref.database}"."{ref.table}"'
-        if view.comment is not None:
-            head += " COMMENT '" + view.comment.replace("'", "''") + "'"
-        return lines("Create View", [f"{head} AS", *view.sql.strip().splitlines()], sized=True)
-
-
-def parse_show_create_view(sql: str, cursor: Cursor, names: Names) -> Command:
-    cursor.expect("SHOW")
-    cursor.expect("CREATE")
-    cursor.expect("VIEW")
-    ref = names.table(cursor.names(3))
-    cursor.done()
-    return ShowCreateView(ref)
