@@ -87,7 +87,9 @@ _DESCRIBED = 512  # file lists whose columns are kept
 
 
 @dataclass
-class _Run:
+class _Connected:
+    """A query on its DuckDB connection: what the engine holds while it runs."""
+
     connection: Connection
     cancelled: threading.Event = field(default_factory=threading.Event)
     datasets: list[Any] = field(default_factory=list)  # kept alive while the views read them
@@ -118,7 +120,7 @@ class DuckDbEngine(Engine):
         self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="duckdb-pool")
         self._described: OrderedDict[tuple[str, tuple[int, ...]], dict[str, str]] = OrderedDict()
         self._parsed = ParsedFiles()  # text files' rows, kept per file version
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, _Connected] = {}
         # Reentrant: a result dropped unread closes its execution from the garbage
         # collector, in whatever thread it runs, possibly one holding the lock.
         self._lock = threading.RLock()
@@ -203,9 +205,9 @@ class DuckDbEngine(Engine):
 
     # -- one execution -----------------------------------------------------------------------
 
-    def _open(self, execution_id: str, directories: list[str], limits: Limits) -> _Run:
+    def _open(self, execution_id: str, directories: list[str], limits: Limits) -> _Connected:
         """A connection that may read ``directories``, registered so it can be interrupted."""
-        run = _Run(self.pool.take(directories, limits))
+        run = _Connected(self.pool.take(directories, limits))
         with self._lock:
             if execution_id in self._runs:
                 close(run.connection)
@@ -214,7 +216,7 @@ class DuckDbEngine(Engine):
         return run
 
     def _stream(
-        self, execution_id: str, run: _Run, reader: Any, first: Any, limits: Limits
+        self, execution_id: str, run: _Connected, reader: Any, first: Any, limits: Limits
     ) -> Iterator[pa.RecordBatch]:
         try:
             batch = first
@@ -226,7 +228,7 @@ class DuckDbEngine(Engine):
         finally:
             self._close(execution_id, run)
 
-    def _close(self, execution_id: str, run: _Run) -> None:
+    def _close(self, execution_id: str, run: _Connected) -> None:
         with self._lock:
             if self._runs.get(execution_id) is not run:
                 return  # closed already
@@ -239,7 +241,7 @@ class DuckDbEngine(Engine):
         except RuntimeError:  # the engine is closing: no pool to return to
             close(run.connection)
 
-    def _interrupt_until_closed(self, execution_id: str, run: _Run, tries: int) -> None:
+    def _interrupt_until_closed(self, execution_id: str, run: _Connected, tries: int) -> None:
         # A statement that starts just after an interrupt does not see it, so
         # interrupt again until the execution has ended.
         with self._lock:
@@ -339,7 +341,7 @@ class DuckDbEngine(Engine):
         with table_lock(self.settings, location, shared=True):
             yield
 
-    def _create_views(self, run: _Run, sources: list[Source], sql: str) -> None:
+    def _create_views(self, run: _Connected, sources: list[Source], sql: str) -> None:
         """The tables' views; text files are parsed only for the partitions ``sql`` reads.
 
         A partitioned text table's view is first made over no rows, so that the plan of
@@ -366,7 +368,7 @@ class DuckDbEngine(Engine):
             run.con.unregister(source.scan_name)
             run.con.register(source.scan_name, source.dataset)
 
-    def _create_view(self, run: _Run, source: Source) -> None:
+    def _create_view(self, run: _Connected, source: Source) -> None:
         ref, con = source.table.ref, run.con
         try:
             con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(ref.catalog)}")
@@ -414,7 +416,7 @@ class DuckDbEngine(Engine):
                         self._described.popitem(last=False)
         return found
 
-    def _scan(self, run: _Run, source: Source) -> str | None:
+    def _scan(self, run: _Connected, source: Source) -> str | None:
         """The relation a table's view selects from; None for a table without files."""
         if not source.files:
             return None
@@ -551,12 +553,12 @@ def _checked_statement(con: duckdb.DuckDBPyConnection, sql: str) -> bool | None:
     raise QueryFailed(f"the DuckDB engine runs SELECT and EXPLAIN statements only, not {kind.name}")
 
 
-def _check(run: _Run) -> None:
+def _check(run: _Connected) -> None:
     if run.cancelled.is_set():
         raise QueryCancelled("the query was cancelled")
 
 
-def _next_batch(run: _Run, reader: Any) -> pa.RecordBatch | None:
+def _next_batch(run: _Connected, reader: Any) -> pa.RecordBatch | None:
     _check(run)
     try:
         batch = reader.read_next_batch()
@@ -566,7 +568,7 @@ def _next_batch(run: _Run, reader: Any) -> pa.RecordBatch | None:
 
 
 @contextmanager
-def _errors(run: _Run, limits: Limits) -> Iterator[None]:
+def _errors(run: _Connected, limits: Limits) -> Iterator[None]:
     """DuckDB's and Arrow's errors as the lakeward errors the service reports."""
     try:
         yield
