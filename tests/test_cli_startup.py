@@ -73,3 +73,12 @@ def test_command_modules_import_each_other_without_a_cycle() -> None:
 
     for module in graph:
         visit(module, ())
+
+
+def test_the_sql_front_the_bi_layer_parses_with_loads_no_engine() -> None:
+    """BI checks a dataset's SQL with the SQL front alone: no DuckDB, no SQLAlchemy, no Arrow."""
+    loaded = loaded_after(
+        "import lakeward.query.sql.queries, lakeward.query.sql.names, lakeward.query.sql.tokens"
+    )
+    assert "sqlglot" in loaded
+    assert not loaded & {"duckdb", "sqlalchemy", "pyarrow", "pyspark"}, sorted(loaded)
