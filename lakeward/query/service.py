@@ -48,7 +48,7 @@ from lakeward.query.model import (
     WorkGroup,
 )
 from lakeward.query.owners import check_reader, listed_owner, may_read
-from lakeward.query.planner import Plan, Planner, Run
+from lakeward.query.planner import Planner, Run
 from lakeward.query.presence import Presence
 from lakeward.query.sql.queries import Statement
 from lakeward.query.statements import parse_statement
@@ -435,10 +435,6 @@ class QueryService(MetadataOperations):
         plan = self.planner.plan(run, statement.target)
         sql = f"EXPLAIN {plan.sql}" if statement.kind == "explain" else plan.sql
         return plan.engine.execute(execution.id, sql, plan.tables, plan.limits), plan.scanned
-
-    def plan(self, execution: QueryExecution, select: Statement) -> Plan:
-        """Ready a SELECT of a running execution of this process (``Planner.plan``)."""
-        return self.planner.plan(self._runs[execution.id], select)
 
     def _check_execution(self, execution: QueryExecution, action: str) -> None:
         check_reader(self.access, execution, action)

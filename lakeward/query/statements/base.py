@@ -28,7 +28,9 @@ from lakeward.query.engines.base import EngineResult
 from lakeward.query.journal import Journal
 from lakeward.query.model import ColumnInfo, QueryExecution, StatementType, TableRef, WorkGroup
 from lakeward.query.planner import Plan, Planner, Run
+from lakeward.query.sql.names import Names
 from lakeward.query.sql.queries import Statement
+from lakeward.query.sql.tokens import Cursor
 from lakeward.storage import Storage
 
 
@@ -102,7 +104,7 @@ class Context:
         return self.planner.plan(self.run_, select)
 
 
-Parser = Callable[[str, Any, Any], Command]
+Parser = Callable[[str, Cursor, Names], Command]
 """Parses one statement: its text, a cursor at its first token, and the name resolver."""
 
 

@@ -22,7 +22,7 @@ from lakeward.query.statements.ddl.common import refuse_view
 from lakeward.query.statements.ddl.parsing import Reader
 from lakeward.query.statements.ddl.partitions import require_partitioned
 from lakeward.query.statements.ddl.tables import TableCommand, create_statement, table_ref
-from lakeward.query.statements.views.commands import find_existing, quoted_name
+from lakeward.query.statements.views.commands import quoted_name
 from lakeward.query.view_definitions import decode, described, is_view
 
 
@@ -211,7 +211,7 @@ class ShowCreateView(Command):
     def run(self, context: Context) -> EngineResult:
         ref = self.ref
         context.authorize_table(["glue:GetTable"], ref)
-        existing = find_existing(context, ref)
+        existing = context.catalog(ref.catalog).find_table(ref.database, ref.table)
         if existing is None:
             raise ResourceNotFound(f"View {quoted_name(ref)} does not exist")
         if not is_view(existing):

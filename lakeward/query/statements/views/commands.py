@@ -37,11 +37,6 @@ from lakeward.query.view_definitions import (
 )
 
 
-def find_existing(context: Context, ref: TableRef) -> TableInfo | None:
-    """The table or view named ``ref``; None if there is none (its database must exist)."""
-    return context.catalog(ref.catalog).find_table(ref.database, ref.table)
-
-
 def quoted_name(ref: TableRef) -> str:
     return f"'{ref.catalog}.{ref.database}.{ref.table}'"
 
@@ -67,7 +62,7 @@ class CreateView(Command):
 
     def run(self, context: Context) -> EngineResult:
         ref = self.ref
-        existing = find_existing(context, ref)
+        existing = context.catalog(ref.catalog).find_table(ref.database, ref.table)
         if existing is not None and not is_view(existing):
             raise InvalidRequest(f"Table already exists: {quoted_name(ref)}")
         if existing is not None and not self.or_replace:
@@ -170,7 +165,7 @@ class DropView(Command):
     def run(self, context: Context) -> EngineResult:
         ref = self.ref
         context.authorize_table(["glue:DeleteTable"], ref)
-        existing = find_existing(context, ref)
+        existing = context.catalog(ref.catalog).find_table(ref.database, ref.table)
         if existing is None:
             if self.if_exists:
                 return no_rows()
