@@ -147,35 +147,6 @@ class Write:
             self.store.end_write(self.execution_id)
 
 
-def roll_back_orphans(
-    settings: Settings,
-    storage: Storage,
-    store: Store,
-    catalog_of: Callable[[str], Catalog],
-) -> list[str]:
-    """Roll back the writes of processes that are gone; the ids of their executions."""
-    undone = []
-    for write in store.orphan_writes():
-        created = None
-        if write["created_table"]:
-            catalog, database, table = write["created_table"].split(".")
-            ref = TableRef(catalog, database, table)
-            try:
-                created = (catalog_of(catalog), ref)
-            except LakewardError:
-                log.warning("cannot reach catalog %s to drop %s", catalog, ref)
-        try:
-            _undo(settings, storage, write["location"], write["objects"], created)
-        except (LakewardError, OSError):
-            log.exception("rolling back the write of %s failed", write["execution_id"])
-            continue
-        shutil.rmtree(write["staging"], ignore_errors=True)
-        store.end_write(write["execution_id"])
-        undone.append(write["execution_id"])
-        log.warning("rolled back the write of %s (its process is gone)", write["execution_id"])
-    return undone
-
-
 def _undo(
     settings: Settings,
     storage: Storage,
@@ -232,4 +203,24 @@ class Journal:
             raise
 
     def roll_back_orphans(self, catalog_of: Callable[[str], Catalog]) -> list[str]:
-        return roll_back_orphans(self.settings, self.storage, self.store, catalog_of)
+        """Roll back the writes of processes that are gone; the ids of their executions."""
+        undone = []
+        for write in self.store.orphan_writes():
+            created = None
+            if write["created_table"]:
+                catalog, database, table = write["created_table"].split(".")
+                ref = TableRef(catalog, database, table)
+                try:
+                    created = (catalog_of(catalog), ref)
+                except LakewardError:
+                    log.warning("cannot reach catalog %s to drop %s", catalog, ref)
+            try:
+                _undo(self.settings, self.storage, write["location"], write["objects"], created)
+            except (LakewardError, OSError):
+                log.exception("rolling back the write of %s failed", write["execution_id"])
+                continue
+            shutil.rmtree(write["staging"], ignore_errors=True)
+            self.store.end_write(write["execution_id"])
+            undone.append(write["execution_id"])
+            log.warning("rolled back the write of %s (its process is gone)", write["execution_id"])
+        return undone

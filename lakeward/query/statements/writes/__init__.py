@@ -7,7 +7,7 @@ the lake's storage (checksums, object events) under the table's lock, then regis
 the metadata last: the table for a CTAS, the new partitions (one ``add_partitions``) for
 an INSERT. Anything refused is refused before a file is published; a failure or a stop
 rolls back what was published and registered; a process that dies mid-write is rolled
-back by the next one that notices (``journal.roll_back_orphans``).
+back by the next one that notices (``Journal.roll_back_orphans``).
 
 Athena's rules: a CTAS's ``external_location`` must be an empty place in the lake
 (without one, the table goes to ``<workgroup result location>/tables/<query id>``); the
