@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from lakeward.config import Settings
+from lakeward.errors import InvalidKey
 
 
 def bucket_uri(settings: Settings, bucket: str) -> str:
@@ -52,10 +53,16 @@ def local_path(uri: str) -> Path | None:
 
 def lake_place(settings: Settings, uri: str) -> tuple[str, str] | None:
     """The bucket and key of a place in the stack's lake, whichever way its scheme is spelt
-    (``file:/x``, ``file:///x``, ``s3a://b``, ``s3://b``); None for a place outside it."""
+    (``file:/x``, ``file:///x``, ``s3a://b``, ``s3://b``); None for a place outside it.
+
+    A place with a '.' or '..' folder is refused: on a file:// lake it would name another
+    bucket or a place outside the lake than the one its permissions are checked on.
+    """
     root, plain = _plain(settings.lake_root), _plain(uri)
     if not plain.startswith(root + "/"):
         return None
+    if any(part in (".", "..") for part in plain[len(root) + 1 :].split("/")):
+        raise InvalidKey(f"{uri}: a place in the lake must not have a '.' or '..' folder")
     bucket, _, key = plain[len(root) + 1 :].partition("/")
     return bucket, key
 

@@ -88,11 +88,7 @@ class Planner:
                 data_arn = self.lake_arn(place.rstrip("/") + "/*")
                 if data_arn:
                     authorize("s3:GetObject", data_arn)
-        scanned = sum(
-            _size_of(self.settings, place, missing_ok=t.partitions is not None)
-            for t in tables
-            for place in places(t)
-        )
+        scanned = sum(_size_of(self.settings, place) for t in tables for place in places(t))
         cutoff = run.group.bytes_scanned_cutoff
         if cutoff is not None and scanned > cutoff:
             raise InvalidRequest(
@@ -164,14 +160,15 @@ def places(table: ResolvedTable) -> list[str]:
     return found
 
 
-def _size_of(settings: Settings, location: str, *, missing_ok: bool = False) -> int:
+def _size_of(settings: Settings, location: str) -> int:
     """Bytes of the data files under a table location (what a full scan reads).
 
-    ``missing_ok``: a partition's directory that does not exist holds nothing.
+    A location with nothing under it holds no data, as on S3, where a folder exists only
+    through its objects: an empty table, not an error.
     """
     try:
         filesystem, path = arrow_filesystem(location, S3Options.from_settings(settings))
-        selector = pafs.FileSelector(path, recursive=True, allow_not_found=missing_ok)
+        selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
         infos = filesystem.get_file_info(selector)
     except (OSError, ValueError):
         raise ResourceNotFound(f"the table's location {location} cannot be read") from None
