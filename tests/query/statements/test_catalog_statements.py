@@ -3,7 +3,8 @@
 Every statement goes through Athena's own clients; what it did to the metastore is then
 read by a separate Spark session on the same metastore (databases, tables, columns,
 partitions), so a statement is known to work for every client of the catalog, not only
-for lakeward. Refused statements are checked to have changed nothing.
+for lakeward. Refused DDL is tested on the in-memory catalog
+(test_statements_in_memory.py).
 """
 
 from __future__ import annotations
@@ -265,44 +266,6 @@ def test_alter_columns_properties_and_show_create_table(stack: Settings, spark: 
     cursor.execute(f"ALTER TABLE {table} REPLACE COLUMNS (id bigint, body string)")
     assert [c.name for c in spark.catalog.listColumns(table)] == ["id", "body"]
     cursor.execute(f"DROP TABLE {table}")
-
-
-def test_refused_statements_change_nothing(stack: Settings) -> None:
-    from botocore.exceptions import ClientError
-
-    athena = client_for(stack)
-    name = unique("refused")
-    with metastore(stack) as client:
-        before = sorted(client.tables("default"))
-        databases = sorted(client.databases())
-
-    reason = failed(athena, f"CREATE EXTERNAL TABLE {name} (a int) LOCATION 'file:///etc/{name}'")
-    assert "is not in the lake" in reason
-    assert "not in the lake" in failed(
-        athena, f"CREATE DATABASE {name} LOCATION 's3://elsewhere/x'"
-    )
-
-    with pytest.raises(ClientError) as malformed:
-        athena.start_query_execution(
-            QueryString=f"CREATE EXTERNAL TABLE {name} (\n  a int,\n  b strng\n) LOCATION 'x'"
-        )
-    error = malformed.value.response["Error"]
-    assert error["Code"] == "InvalidRequestException"
-    assert "column b at line 3, column 5: 'strng' is not a Hive type" in error["Message"]
-    with pytest.raises(ClientError, match="line 1, column 19: expected the end of the statem"):
-        athena.start_query_execution(QueryString="CREATE DATABASE x LOCATIN 'y'")
-    reason = failed(
-        athena, f"CREATE EXTERNAL TABLE {name} (a int) LOCATION '{lake_dir(stack, '*')}'"
-    )
-    assert "must name a folder" in reason
-    reason = failed(athena, f"CREATE DATABASE {name} LOCATION '{stack.lake_root}/no-bucket/{name}'")
-    assert "the lake has no bucket no-bucket" in reason
-
-    with metastore(stack) as client:
-        assert sorted(client.tables("default")) == before
-        assert sorted(client.databases()) == databases
-    # Only the metastore's own directories could have appeared: none did.
-    assert not load_storage(stack).keys(stack.lake.data_bucket, f"tests/catalog/{name}")
 
 
 def test_the_data_engineer_reads_the_catalog_but_changes_it_only_when_granted(

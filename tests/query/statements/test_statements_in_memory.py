@@ -3,14 +3,10 @@ planner, DuckDB, the journal and access control, without Java or a metastore."""
 
 from __future__ import annotations
 
-import csv
-import datetime
 import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from lakeward.errors import InvalidRequest
@@ -18,50 +14,11 @@ from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
 from lakeward.query.statements import PARSERS, parse_statement, parser_for
 from lakeward.query.statements.writes.commands import CreateTableAs
-from tests.query.support import MEMORY, failure, run, wait
+from tests.query.statements.lake import COUNTRIES, as_analyst, jhu_cases, put_table
+from tests.query.support import MEMORY, failure, wait
 
-DAYS = ("9/8/20", "9/9/20", "9/10/20")
-COUNTRIES = ("Italy", "Spain", "US")
 # The JHU files' own figures (../shared/data/jhu_csse/README.md).
 ITALY_0910, US_0910 = 283180, 6420040
-
-
-def as_analyst(service: QueryService, sql: str) -> tuple[list[str], list[list[str | None]]]:
-    return run(service, sql, catalog=MEMORY, database="sales", principal="analyst")
-
-
-def jhu_cases(jhu_dir: Path) -> pa.Table:
-    """Country-level confirmed cases of three countries on three days, from the JHU file."""
-    rows = []
-    with open(jhu_dir / "time_series_covid19_confirmed_global.csv", newline="") as f:
-        for record in csv.DictReader(f):
-            if record["Country/Region"] in COUNTRIES and not record["Province/State"]:
-                for day in DAYS:
-                    month, date, year = (int(p) for p in day.split("/"))
-                    when = datetime.date(2000 + year, month, date)
-                    rows.append((record["Country/Region"], when, int(record[day])))
-    country, day, confirmed = zip(*rows, strict=True)
-    return pa.table({"country": country, "day": pa.array(day, pa.date32()), "confirmed": confirmed})
-
-
-def put_table(service: QueryService, name: str, table: pa.Table) -> str:
-    settings = service.settings
-    directory = Path(settings.data_dir) / "lake" / settings.lake.data_bucket / name
-    directory.mkdir(parents=True)
-    pq.write_table(table, directory / "part-0.parquet")
-    return f"{settings.lake_root}/{settings.lake.data_bucket}/{name}/"
-
-
-@pytest.fixture
-def sales(memory_service: QueryService, jhu_dir: Path) -> QueryService:
-    location = put_table(memory_service, "cases", jhu_cases(jhu_dir))
-    as_analyst(memory_service, "CREATE DATABASE sales")
-    as_analyst(
-        memory_service,
-        "CREATE EXTERNAL TABLE cases (country string, day date, confirmed bigint) "
-        f"STORED AS PARQUET LOCATION '{location}'",
-    )
-    return memory_service
 
 
 def test_a_table_made_with_ddl_is_queried_described_and_listed(sales: QueryService) -> None:
@@ -69,7 +26,7 @@ def test_a_table_made_with_ddl_is_queried_described_and_listed(sales: QueryServi
         sales, "SELECT confirmed FROM cases WHERE country = 'Italy' AND day = DATE '2020-09-10'"
     )
     assert rows == [[str(ITALY_0910)]]
-    assert as_analyst(sales, "SHOW TABLES")[1] == [["cases"]]
+    assert as_analyst(sales, "SHOW TABLES")[1] == [["cases"], ["covid"]]
     assert [r[0] for r in as_analyst(sales, f"SHOW DATABASES IN {MEMORY}")[1]] == ["sales"]
     described = [r[0] for r in as_analyst(sales, "DESCRIBE cases")[1]]
     assert described == ["country\tstring", "day\tdate", "confirmed\tbigint"]
@@ -149,7 +106,7 @@ def test_a_write_refused_midway_leaves_no_table_and_no_file(sales: QueryService)
         principal="analyst",
     )
     assert "partition columns must be the last columns" in refused
-    assert as_analyst(sales, "SHOW TABLES")[1] == [["cases"]]
+    assert as_analyst(sales, "SHOW TABLES")[1] == [["cases"], ["covid"]]
     staging = Path(sales.settings.data_dir) / "query" / "staging"
     assert not staging.exists() or list(staging.iterdir()) == []
 
@@ -198,3 +155,33 @@ def test_a_select_in_memory_is_reused_as_any_query(sales: QueryService) -> None:
         sql, catalog=MEMORY, database="sales", reuse_max_age_minutes=5
     )
     assert sales.get_query_execution(again).statistics.result_reused
+
+
+def test_refused_ddl_names_the_mistake_and_changes_nothing(sales: QueryService) -> None:
+    kwargs: dict[str, object] = {"catalog": MEMORY, "database": "sales", "principal": "analyst"}
+    lake = f"{sales.settings.lake_root}/{sales.settings.lake.data_bucket}"
+    tables, databases = as_analyst(sales, "SHOW TABLES")[1], as_analyst(sales, "SHOW DATABASES")[1]
+    for sql, reason in (
+        ("CREATE EXTERNAL TABLE refused (a int) LOCATION 'file:///etc/refused'", "not in the lake"),
+        ("CREATE DATABASE refused LOCATION 's3://elsewhere/x'", "not in the lake"),
+        (f"CREATE EXTERNAL TABLE refused (a int) LOCATION '{lake}/*'", "must name a folder"),
+        (f"CREATE DATABASE refused LOCATION '{lake}/../no-bucket/x'", "'..' folder"),
+        (f"CREATE DATABASE refused LOCATION '{lake}/x/../../no-bucket/x'", "'..' folder"),
+        (
+            f"CREATE DATABASE refused LOCATION '{sales.settings.lake_root}/no-bucket/x'",
+            "has no bucket no-bucket",
+        ),
+    ):
+        assert reason in failure(sales, sql, **kwargs), sql
+    for sql, reason in (
+        (
+            "CREATE EXTERNAL TABLE refused (\n  a int,\n  b strng\n) LOCATION 'x'",
+            "column b at line 3, column 5: 'strng' is not a Hive type",
+        ),
+        ("CREATE DATABASE x LOCATIN 'y'", "line 1, column 19: expected the end of the statement"),
+    ):
+        with pytest.raises(InvalidRequest, match=reason):
+            sales.start_query_execution(sql, catalog=MEMORY, database="sales")
+    assert as_analyst(sales, "SHOW TABLES")[1] == tables
+    assert as_analyst(sales, "SHOW DATABASES")[1] == databases
+    assert not (Path(sales.settings.data_dir) / "lake" / "no-bucket").exists()

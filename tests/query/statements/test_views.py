@@ -1,37 +1,22 @@
 """Views on the real stack: made with CREATE VIEW through Athena's clients, read by lakeward on
-both engines and by a plain Spark session on the same metastore, and views Athena made."""
+both engines and by a plain Spark session on the same metastore. The statements' own logic
+(refusals, stale views, views Athena made, permissions) is tested on the in-memory catalog
+(test_views_in_memory.py)."""
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import Iterator
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lakeward.access import current_principal
-from lakeward.access.arns import (
-    catalog_arn,
-    glue_catalog_arn,
-    glue_database_arn,
-    glue_table_arn,
-    s3_arn,
-    workgroup_arn,
-)
-from lakeward.access.control import AccessControl
 from lakeward.config import Settings
-from lakeward.errors import InvalidRequest
 from lakeward.metastore.client import MetastoreClient
-from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
 from lakeward.storage.paths import warehouse_uri
-from tests.helpers import over_stack
 from tests.query.support import credentials, endpoint
 
 pytestmark = pytest.mark.spark
@@ -265,51 +250,6 @@ def test_what_spark_cannot_answer_as_athena_is_stored_and_spark_says_why(
     rows(service, "DROP VIEW hashed")
 
 
-def test_a_view_athena_made_in_the_metastore_is_read(
-    service: QueryService, metastore: MetastoreClient
-) -> None:
-    definition = {
-        # Named in full with the creator's catalog, which lakeward reads as the view's own.
-        "originalSql": 'SELECT country, deaths FROM "awsdatacatalog"."default"."covid_deaths" '
-        "WHERE date = DATE '2020-12-31' AND province_state IS NULL",
-        "catalog": "awsdatacatalog",  # Athena's name for its catalog; here the view's own
-        "schema": DB,
-        "columns": [{"name": "country", "type": "varchar"}, {"name": "deaths", "type": "bigint"}],
-        "owner": "arn:aws:iam::123456789012:user/analyst",
-        "runAsInvoker": False,
-    }
-    encoded = base64.b64encode(json.dumps(definition).encode()).decode()
-    # As Trino's Hive connector stores a view: one dummy column, the marker as expanded text.
-    metastore.put_view(
-        TableInfo(
-            DB,
-            "athena_made",
-            "",
-            [Column("dummy", "string")],
-            table_type=VIRTUAL_VIEW,
-            parameters={"presto_view": "true", "comment": "Presto View"},
-            view_original_text=f"/* Presto View: {encoded} */",
-            view_expanded_text="/* Presto View */",
-        ),
-        replace=False,
-    )
-    try:
-        assert rows(service, "SELECT deaths FROM athena_made WHERE country = 'Italy'") == [
-            [ITALY_1231]
-        ]
-        assert rows(service, "DESCRIBE athena_made") == [["country\tstring"], ["deaths\tbigint"]]
-        assert rows(service, "SHOW COLUMNS FROM athena_made") == [["country"], ["deaths"]]
-        assert ["athena_made"] in rows(service, "SHOW VIEWS")
-        listed = service.list_table_metadata(CATALOG, DB, "athena_made")
-        assert [(c.name, c.type) for c in listed[0].columns] == [
-            ("country", "string"),
-            ("deaths", "bigint"),
-        ]
-        assert listed[0].table_type == "VIRTUAL_VIEW"
-    finally:
-        metastore.drop_table(DB, "athena_made")
-
-
 def test_a_view_spark_made_is_refused_as_athena_refuses_it(
     service: QueryService, spark: Any, metastore: MetastoreClient
 ) -> None:
@@ -319,155 +259,3 @@ def test_a_view_spark_made_is_refused_as_athena_refuses_it(
         assert "spark_made was not made by Athena, Trino or lakeward" in reason
     finally:
         metastore.drop_table(DB, "spark_made")
-
-
-def test_refused_statements_change_nothing(
-    service: QueryService, metastore: MetastoreClient
-) -> None:
-    table = replace(metastore.table("default", "covid_deaths"), database=DB, name="a_table")
-    metastore.put_external_table(table)
-    rows(service, "CREATE VIEW base AS SELECT country, deaths FROM default.covid_deaths")
-    rows(service, "CREATE VIEW above AS SELECT country FROM base")
-    before = metastore.table(DB, "base")
-    try:
-        missing = fails(service, "CREATE VIEW ghost AS SELECT * FROM default.no_such_table")
-        assert "no_such_table does not exist" in missing
-        for create in ("CREATE VIEW", "CREATE OR REPLACE VIEW"):
-            sql = f"{create} a_table AS SELECT 1 AS x"
-            assert f"Table already exists: '{CATALOG}.{DB}.a_table'" in fails(service, sql)
-        assert "Did you mean DROP TABLE" in fails(service, "DROP VIEW a_table")
-        assert metastore.table(DB, "a_table").table_type == "EXTERNAL_TABLE"
-        assert "does not exist" in fails(service, "DROP VIEW ghost")
-        assert rows(service, "DROP VIEW IF EXISTS ghost") == []
-        unnamed = fails(
-            service, "CREATE VIEW ghost AS SELECT country, count(*) FROM base GROUP BY 1"
-        )
-        assert "Column name not specified at position 2" in unnamed
-        twice = fails(service, "CREATE VIEW ghost AS SELECT country, deaths AS country FROM base")
-        assert "Column name 'country' specified more than once" in twice
-        assert "cannot read itself" in fails(
-            service, "CREATE OR REPLACE VIEW base AS SELECT * FROM base"
-        )
-        recursive = fails(
-            service, "CREATE OR REPLACE VIEW base AS SELECT country, 0 AS deaths FROM above"
-        )
-        assert "recursive: views_test.base -> views_test.above -> views_test.base" in recursive
-        with pytest.raises(InvalidRequest, match=r"line 1, column \d+: expected AS"):
-            service.start_query_execution("CREATE VIEW ghost SELECT 1 AS x", database=DB)
-        assert not metastore.table_exists(DB, "ghost")
-        assert metastore.table(DB, "base") == before
-        assert sorted(metastore.views(DB)) == ["above", "base"]
-    finally:
-        for name in ("above", "base", "a_table"):
-            metastore.drop_table(DB, name)
-
-
-def test_a_view_whose_table_changed_its_columns_is_stale(
-    service: QueryService, metastore: MetastoreClient
-) -> None:
-    table = replace(metastore.table("default", "covid_deaths"), database=DB, name="changing")
-    metastore.put_external_table(table)
-    query = "SELECT deaths FROM named WHERE country = 'Italy' AND date = DATE '2020-09-10'"
-    try:
-        rows(service, "CREATE VIEW named AS SELECT country, date, deaths FROM changing")
-        rows(service, "CREATE VIEW starred AS SELECT * FROM changing")
-        assert rows(service, query) == [[ITALY_0910]]
-        # A column added at the end: the view naming its columns reads on, `*` does not.
-        extra = Column("source", "string")
-        metastore.put_external_table(replace(table, columns=[*table.columns, extra]))
-        assert rows(service, query) == [[ITALY_0910]]
-        stale = fails(service, "SELECT count(*) FROM starred")
-        assert f"View '{CATALOG}.{DB}.starred' is stale: {DB}.changing changed" in stale
-        # A column's type changed: both are stale, and re-creating one reads again.
-        widened = [replace(c, type="double") if c.name == "deaths" else c for c in table.columns]
-        metastore.put_external_table(replace(table, columns=widened))
-        assert "is stale" in fails(service, query)
-        metastore.drop_table(DB, "changing")  # made anew with the columns the views read
-        metastore.put_external_table(table)
-        assert rows(service, query) == [[ITALY_0910]]
-        assert rows(service, "SELECT count(*) FROM starred WHERE country = 'Italy'") != []
-    finally:
-        for name in ("named", "starred", "changing"):
-            metastore.drop_table(DB, name)
-
-
-# -- permissions ------------------------------------------------------------------------------
-
-
-def allow(*statements: tuple[list[str], list[str]]) -> dict[str, object]:
-    return {
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": a, "Resource": r} for a, r in statements],
-    }
-
-
-@pytest.fixture(scope="module")
-def guarded(
-    stack: Settings, metastore: MetastoreClient, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[QueryService]:
-    settings = over_stack(stack, tmp_path_factory.mktemp("views-access"))
-    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
-    access = AccessControl(settings)
-    bucket = stack.lake.data_bucket
-    principals = access.principals
-    glue = [
-        glue_catalog_arn(CATALOG),
-        glue_database_arn(CATALOG, DB),
-        glue_table_arn(CATALOG, "*", "*"),
-    ]
-    principals.create_policy("Query", allow(
-        (["athena:*"], [workgroup_arn("primary")]),
-        (["lakeward:UseCatalog"], [catalog_arn("*")]),
-        (["s3:PutObject", "s3:GetObject"], [s3_arn(bucket, "query-results/*")]),
-    ))  # fmt: skip
-    principals.create_policy("ReadData", allow((["s3:GetObject"], [s3_arn(bucket, "*")])))
-    principals.create_policy("ReadGlue", allow((["glue:GetTable", "glue:GetTables"], glue)))
-    principals.create_policy("CreateViews", allow((["glue:CreateTable"], glue)))
-    users = {
-        "analyst": ["Query", "ReadData", "ReadGlue"],
-        "no_glue": ["Query", "ReadData"],
-        "no_data": ["Query", "ReadGlue"],
-        "maker": ["Query", "ReadData", "ReadGlue", "CreateViews"],
-    }
-    for user, policies in users.items():
-        principals.create_user(user)
-        for policy in policies:
-            principals.attach_user_policy(user, policy)
-    service = QueryService(settings, access=access, owner=True)
-    yield service
-    service.close()
-
-
-def as_user(user: str, run: Any, *args: Any) -> Any:
-    token = current_principal.set(user)
-    try:
-        return run(*args)
-    finally:
-        current_principal.reset(token)
-
-
-def test_permissions_as_athena_checks_them(
-    guarded: QueryService, metastore: MetastoreClient
-) -> None:
-    sql = "CREATE VIEW guarded AS SELECT country, deaths FROM default.covid_deaths"
-    refused = as_user("analyst", fails, guarded, sql)
-    assert "glue:CreateTable" in refused
-    assert not metastore.table_exists(DB, "guarded")
-    assert as_user("maker", rows, guarded, sql) == []
-    try:
-        before = metastore.table(DB, "guarded")
-        replaced = as_user(
-            "maker", fails, guarded, "CREATE OR REPLACE VIEW guarded AS SELECT 1 AS x"
-        )
-        assert "glue:UpdateTable" in replaced
-        assert "glue:DeleteTable" in as_user("maker", fails, guarded, "DROP VIEW guarded")
-        assert metastore.table(DB, "guarded") == before
-
-        query = "SELECT deaths FROM guarded WHERE country = 'Italy' AND deaths > 74000"
-        assert ITALY_1231 in [r[0] for r in as_user("analyst", rows, guarded, query)]
-        # The view's own metadata, then the data under it, as the reader's.
-        assert "glue:GetTable" in as_user("no_glue", fails, guarded, query)
-        assert "s3:GetObject" in as_user("no_data", fails, guarded, query)
-        assert as_user("no_glue", rows, guarded, "SELECT count(*) FROM default.covid_deaths")
-    finally:
-        metastore.drop_table(DB, "guarded")

@@ -1,14 +1,14 @@
-"""CTAS, INSERT INTO and UNLOAD on the real stack: files in the lake, tables in the metastore.
+"""CTAS and INSERT INTO on the real stack: files in the lake, tables in the metastore.
 
-Each write is checked from outside the statement: the metastore's table and partitions,
-the files in the lake (and their object events), the rows read back by a query, by
-pyarrow, and by a separate Spark session on the same metastore. Refused and failed
-writes, and a write whose process is killed, leave nothing behind.
+What needs the stack: the metastore's table and partitions read by a separate Spark
+session, object events, the Spark workgroup's writes, Athena's clients, the seeded data
+engineer, and a write whose process is killed (another process rolls it back). The
+statements' own logic (formats, UNLOAD, refused, stopped and unauthorized writes) is
+tested on the in-memory catalog (test_writes_in_memory.py).
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import signal
@@ -19,13 +19,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pyarrow.orc as orc
-import pyarrow.parquet as pq
 import pytest
 
-from lakeward.access import AllowAll
 from lakeward.config import Settings
-from lakeward.errors import AccessDenied, InvalidRequest, TableNotFound
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query.journal import PAUSE_FOR_TESTS
@@ -49,12 +45,6 @@ def unique(prefix: str) -> str:
 
 def finish(service: QueryService, sql: str) -> QueryExecution:
     return wait(service, service.start_query_execution(sql))
-
-
-def failed(service: QueryService, sql: str) -> str:
-    execution = finish(service, sql)
-    assert execution.state == QueryState.FAILED, execution
-    return execution.state_change_reason or ""
 
 
 def lake_files(service: QueryService, location: str) -> list[str]:
@@ -191,266 +181,6 @@ def test_insert_into_adds_new_files_and_registers_new_partitions(
         f"SELECT confirmed FROM default.{name} WHERE country = 'Atlantis' ORDER BY confirmed"
     ).collect()
     assert [r[0] for r in spark_rows] == [7, 8]
-
-
-def test_ctas_formats_write_what_their_serde_reads(
-    service: QueryService, metastore: MetastoreClient
-) -> None:
-    query = f"SELECT country, date, confirmed FROM {SOURCE} WHERE country = 'Italy'"
-    _, expected = run(service, query + " ORDER BY date")
-    cases = {
-        "orc": "format = 'ORC', write_compression = 'SNAPPY'",
-        "json": "format = 'JSON'",
-        "text": "format = 'TEXTFILE', field_delimiter = ','",
-    }
-    for kind, properties in cases.items():
-        name = unique(f"ctas_{kind}")
-        execution = finish(service, f"CREATE TABLE {name} WITH ({properties}) AS {query}")
-        assert execution.state == QueryState.SUCCEEDED, (kind, execution.state_change_reason)
-        table = metastore.table("default", name)
-        files = [local(table.location) / Path(k).name for k in lake_files(service, table.location)]
-        assert len(files) == 1
-        if kind == "orc":
-            assert table.serde == "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
-            data = orc.read_table(files[0]).sort_by("date")
-            rows = [[r["country"], str(r["date"]), str(r["confirmed"])] for r in data.to_pylist()]
-        elif kind == "json":  # GZIP, Athena's default for JSON
-            assert table.serde == "org.apache.hive.hcatalog.data.JsonSerDe"
-            assert files[0].name.endswith(".json.gz")
-            lines = gzip.decompress(files[0].read_bytes()).decode().splitlines()
-            records = sorted((json.loads(line) for line in lines), key=lambda r: r["date"])
-            rows = [[r["country"], r["date"], str(r["confirmed"])] for r in records]
-        else:
-            assert table.serde == "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
-            assert table.serde_parameters["field.delim"] == ","
-            lines = gzip.decompress(files[0].read_bytes()).decode().splitlines()
-            rows = sorted((line.split(",") for line in lines), key=lambda r: r[1])
-        assert rows == expected, kind
-        _, read_back = run(service, f"SELECT country, date, confirmed FROM {name} ORDER BY date")
-        assert read_back == expected, kind  # and lakeward's reader of the format reads them
-
-
-def test_insert_into_a_text_table_writes_as_its_serde_reads(
-    service: QueryService, metastore: MetastoreClient
-) -> None:
-    name = unique("text_target")
-    place = f"{service.settings.lake_root}/{service.settings.lake.data_bucket}/{name}"
-    made = finish(
-        service,
-        f"CREATE EXTERNAL TABLE {name} (a int, b string) ROW FORMAT DELIMITED "
-        f"FIELDS TERMINATED BY '|' NULL DEFINED AS 'NA' STORED AS TEXTFILE LOCATION '{place}'",
-    )
-    assert made.state == QueryState.SUCCEEDED, made.state_change_reason
-    inserted = finish(service, f"INSERT INTO {name} VALUES (1, 'x'), (NULL, NULL)")
-    assert inserted.state == QueryState.SUCCEEDED, inserted.state_change_reason
-    files = lake_files(service, place)
-    assert len(files) == 1 and files[0].endswith(".txt.gz")
-    text = gzip.decompress((local(place) / Path(files[0]).name).read_bytes()).decode()
-    assert text.splitlines() == ["1|x", "NA|NA"]
-    _, rows = run(service, f"SELECT a, b FROM {name} ORDER BY a")
-    assert rows == [["1", "x"], [None, None]]
-
-
-def test_ctas_reads_through_a_view(service: QueryService, metastore: MetastoreClient) -> None:
-    view, name = unique("writes_view"), unique("ctas_of_view")
-    made = finish(
-        service,
-        f"CREATE VIEW {view} AS SELECT country, max(confirmed) AS peak FROM {SOURCE} "
-        f"WHERE {IN_COUNTRIES} GROUP BY country",
-    )
-    assert made.state == QueryState.SUCCEEDED, made.state_change_reason
-    execution = finish(service, f"CREATE TABLE {name} AS SELECT * FROM {view}")
-    assert execution.state == QueryState.SUCCEEDED, execution.state_change_reason
-    assert [(c.name, c.type) for c in metastore.table("default", name).columns] == [
-        ("country", "string"),
-        ("peak", "bigint"),
-    ]
-    _, through_view = run(service, f"SELECT * FROM {view} ORDER BY country")
-    _, copied = run(service, f"SELECT * FROM {name} ORDER BY country")
-    assert copied == through_view and len(copied) == len(COUNTRIES)
-    assert "is a view" in failed(service, f"INSERT INTO {view} SELECT * FROM {name}")
-
-
-def test_ctas_with_no_data_makes_an_empty_table_of_the_query_types(
-    service: QueryService, metastore: MetastoreClient
-) -> None:
-    name = unique("ctas_empty")
-    execution = finish(
-        service,
-        f"CREATE TABLE {name} AS SELECT country, lat, confirmed, date FROM {SOURCE} WITH NO DATA",
-    )
-    assert execution.state == QueryState.SUCCEEDED, execution.state_change_reason
-    table = metastore.table("default", name)
-    assert [(c.name, c.type) for c in table.columns] == [
-        ("country", "string"),
-        ("lat", "double"),
-        ("confirmed", "bigint"),
-        ("date", "date"),
-    ]
-    assert lake_files(service, table.location) == []
-    assert service.get_query_results(execution.id).rows == [["rows"], ["0"]]
-    _, rows = run(service, f"SELECT count(*) FROM {name}")
-    assert rows == [["0"]]
-
-
-def test_unload_writes_files_and_no_table(
-    service: QueryService, metastore: MetastoreClient
-) -> None:
-    target = f"{service.settings.lake_root}/{service.settings.lake.data_bucket}/{unique('unload')}"
-    tables = set(metastore.tables("default"))
-    query = f"SELECT country, date, confirmed FROM {SOURCE} WHERE {IN_COUNTRIES}"
-    execution = finish(
-        service,
-        f"UNLOAD ({query}) TO '{target}/' WITH (format = 'PARQUET', "
-        "partitioned_by = ARRAY['country'])",
-    )
-    # partitioned_by names a column that is not last: Athena's rule, refused.
-    assert execution.state == QueryState.FAILED
-    assert lake_files(service, target) == []
-
-    execution = finish(
-        service, f"UNLOAD ({query}) TO '{target}/' WITH (format = 'PARQUET', compression = 'NONE')"
-    )
-    assert execution.state == QueryState.SUCCEEDED, execution.state_change_reason
-    files = lake_files(service, target)
-    assert files
-    _, counted = run(service, f"SELECT count(*) FROM {SOURCE} WHERE {IN_COUNTRIES}")
-    data = pq.read_table([local(target) / Path(f).name for f in files])
-    assert data.num_rows == int(str(counted[0][0]))
-    assert data.column_names == ["country", "date", "confirmed"]
-    assert set(metastore.tables("default")) == tables
-    page = service.get_query_results(execution.id)  # no rows; UpdateCount the rows written
-    assert page.update_count == data.num_rows and page.columns == []
-    assert execution.substatement_type == "UNLOAD"
-
-    # The target is not empty any more: a second UNLOAD is refused and adds nothing.
-    again = failed(service, f"UNLOAD ({query}) TO '{target}' WITH (format = 'JSON')")
-    assert "is not empty" in again
-    assert lake_files(service, target) == files
-
-
-def test_refused_writes_change_nothing(service: QueryService, metastore: MetastoreClient) -> None:
-    name = unique("ctas_refused")
-    made = finish(service, f"CREATE TABLE {name} AS SELECT 1 AS a")
-    assert made.state == QueryState.SUCCEEDED, made.state_change_reason
-    table = metastore.table("default", name)
-
-    assert f"table demo_hive_metastore.default.{name} already exists" in failed(
-        service, f"CREATE TABLE {name} AS SELECT 2 AS b"
-    )
-    assert metastore.table("default", name) == table
-    kept = finish(service, f"CREATE TABLE IF NOT EXISTS {name} AS SELECT 2 AS b")
-    assert kept.state == QueryState.SUCCEEDED, kept.state_change_reason
-    assert service.get_query_results(kept.id).rows == [["rows"], ["0"]]
-    assert metastore.table("default", name) == table
-
-    # external_location: a place with files, and a place outside the lake.
-    other = unique("ctas_refused")
-    reason = failed(
-        service,
-        f"CREATE TABLE {other} WITH (external_location = '{table.location}') AS SELECT 1 AS a",
-    )
-    assert "is not empty" in reason
-    reason = failed(
-        service, f"CREATE TABLE {other} WITH (external_location = 'file:///tmp/x') AS SELECT 1 a"
-    )
-    assert "is not in the lake" in reason
-    with pytest.raises(TableNotFound):
-        metastore.table("default", other)
-
-    # Partition columns not last: the write is staged only, nothing is published.
-    place = f"{service.settings.lake_root}/{service.settings.lake.data_bucket}/{unique('p')}"
-    reason = failed(
-        service,
-        f"CREATE TABLE {other} WITH (external_location = '{place}', "
-        f"partitioned_by = ARRAY['country']) AS SELECT country, date, confirmed FROM {SOURCE}",
-    )
-    assert "partition columns must be the last columns of the SELECT" in reason
-    assert lake_files(service, place) == []
-    with pytest.raises(TableNotFound):
-        metastore.table("default", other)
-
-    # Refused at the start, naming what is not supported.
-    for sql, message in (
-        (f"CREATE TABLE {other} WITH (table_type = 'ICEBERG') AS SELECT 1 a", "ICEBERG"),
-        (f"CREATE TABLE {other} WITH (format = 'AVRO') AS SELECT 1 a", "AVRO"),
-        (f"CREATE TABLE {other} WITH (bucket_count = 4) AS SELECT 1 a", "bucket"),
-        (f"CREATE TABLE {other} WITH (write_compression = 'LZO') AS SELECT 1 a", "LZO"),
-        (f"CREATE TABLE {other} AS SELECT count(*) FROM {SOURCE}", "not specified at position 1"),
-    ):
-        with pytest.raises(InvalidRequest, match=message):
-            service.start_query_execution(sql)
-
-    # INSERT of values that Trino would not coerce: refused, no file added.
-    files = lake_files(service, table.location)
-    reason = failed(service, f"INSERT INTO {name} VALUES ('not a number')")
-    assert "Insert query has mismatched column types: Table: [integer], Query: [varchar]" in reason
-    assert lake_files(service, table.location) == files
-
-
-def test_a_stopped_or_failing_write_leaves_nothing(
-    service: QueryService, metastore: MetastoreClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Stopped once its files are published and its table registered, before its commit.
-    monkeypatch.setenv(PAUSE_FOR_TESTS, "600")
-    name = unique("ctas_stopped")
-    execution_id = service.start_query_execution(
-        f"CREATE TABLE {name} WITH (partitioned_by = ARRAY['country']) AS "
-        f"SELECT date, confirmed, country FROM {SOURCE} WHERE {IN_COUNTRIES}"
-    )
-    deadline = time.monotonic() + 120
-    while not metastore.table_exists("default", name):
-        assert time.monotonic() < deadline, service.get_query_execution(execution_id)
-        time.sleep(0.05)
-    location = metastore.table("default", name).location
-    assert len(lake_files(service, location)) == len(COUNTRIES)
-    service.stop_query_execution(execution_id)
-    assert wait(service, execution_id).state == QueryState.CANCELLED
-    assert not metastore.table_exists("default", name)
-    assert lake_files(service, location) == []
-    monkeypatch.delenv(PAUSE_FOR_TESTS)
-
-    # A query that fails half-way (a value that is not a number) writes nothing.
-    execution = finish(
-        service, f"CREATE TABLE {name} AS SELECT CAST(province_state AS integer) AS n FROM {SOURCE}"
-    )
-    assert execution.state == QueryState.FAILED
-    assert not metastore.table_exists("default", name)
-    results = execution.output_location.rsplit("/", 1)[0]
-    assert lake_files(service, f"{results}/tables/{execution.id}") == []
-
-
-class _Denying(AllowAll):
-    """Everything allowed but one action on some resources, as a policy would decide."""
-
-    def __init__(self, denied: str, on: str) -> None:
-        self.denied, self.on = denied, on
-
-    def authorize(self, action: str, resource: str, **kwargs: Any) -> object:
-        if action == self.denied and self.on in resource:
-            raise AccessDenied(f"not authorized to perform {action} on {resource}")
-        return super().authorize(action, resource, **kwargs)
-
-
-@pytest.mark.parametrize(
-    ("denied", "on"),
-    [("glue:CreateTable", "table/"), ("s3:PutObject", "/tables/"), ("s3:GetObject", "covid")],
-)
-def test_a_refused_permission_fails_the_ctas_and_changes_nothing(
-    stack: Settings, tmp_path: Path, metastore: MetastoreClient, denied: str, on: str
-) -> None:
-    service = QueryService(over_stack(stack, tmp_path), access=_Denying(denied, on), owner=True)
-    try:
-        name = unique("ctas_denied")
-        execution = finish(service, f"CREATE TABLE {name} AS SELECT * FROM {SOURCE}")
-        assert execution.state == QueryState.FAILED
-        assert denied in (execution.state_change_reason or "")
-        with pytest.raises(TableNotFound):
-            metastore.table("default", name)
-        results = execution.output_location.rsplit("/", 1)[0]
-        assert lake_files(service, f"{results}/tables/{execution.id}") == []
-    finally:
-        service.close()
 
 
 CHILD = """
