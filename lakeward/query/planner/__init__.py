@@ -115,7 +115,8 @@ class Planner:
         if isinstance(query, exp.Query):
             probe: exp.Expr = query.limit(0)
         else:  # VALUES
-            probe = exp.select("*").from_(exp.Subquery(this=query, alias="_q")).limit(0)
+            source = exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("_q")))
+            probe = exp.select("*").from_(source).limit(0)
         plan = self.plan(run, replace(select, _ast=probe))
         result = plan.engine.execute(run.execution.id, plan.sql, plan.tables, plan.limits)
         schema: pa.Schema | None = None

@@ -13,7 +13,9 @@ from __future__ import annotations
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest
+from lakeward.query.translate.duckdb.arithmetic import decimal_average
 from lakeward.query.translate.duckdb.calls import call
+from lakeward.query.translate.duckdb.numbers import Numeric, typed
 
 _AVERAGED = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DOUBLE", "INTERVAL")
 
@@ -52,6 +54,19 @@ REFUSED: dict[str, str] = {
 _BITWISE_AGGREGATES = (exp.BitwiseAndAgg, exp.BitwiseOrAgg, exp.BitwiseXorAgg)
 
 
+def _average(node: exp.Expr) -> exp.Avg | None:
+    """The avg that ``node`` is, or holds under its FILTER and OVER clauses."""
+    inner = node.this if isinstance(node, exp.Window) else node
+    inner = inner.this if isinstance(inner, exp.Filter) else inner
+    return inner if isinstance(inner, exp.Avg) else None
+
+
+def _decimal(values: exp.Expr) -> Numeric | None:
+    """The decimal type of an aggregate's argument (``DISTINCT x`` too), if it is one."""
+    found = typed(values)
+    return found if found is not None and not found.integer else None
+
+
 def _aggregates(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.ApproxQuantile):
         raise InvalidRequest(
@@ -63,8 +78,13 @@ def _aggregates(node: exp.Expr) -> exp.Expr:
         # Trino's listagg needs WITHIN GROUP (ORDER BY ...); string_agg is not Trino's.
         raise InvalidRequest("function string_agg is not a Trino function: use listagg")
     plain = not isinstance(node.parent, exp.Window | exp.Filter)  # a macro cannot be either
-    if isinstance(node, exp.Avg) and plain and not isinstance(node.this, exp.Distinct):
-        return call("trino_avg", node.this)
+    average = _average(node) if plain else None
+    if average is not None:
+        of = _decimal(average.this)
+        if of is not None:
+            return decimal_average(average.this, of, node if node is not average else None)
+        if node is average and not isinstance(node.this, exp.Distinct):
+            return call("trino_avg", node.this)
     if isinstance(node, _BITWISE_AGGREGATES):  # Trino's are bigints
         return exp.cast(node, exp.DataType.build("BIGINT"))
     if isinstance(node, exp.Anonymous):

@@ -138,13 +138,45 @@ def _decimal_quotient(
     quotient = exp.Anonymous(
         this="trino_decimal_quotient", expressions=[numerator, unscaled(b, right.scale)]
     )
+    return _from_unscaled(quotient, result)
+
+
+def _from_unscaled(value: exp.Expr, result: Numeric) -> exp.Expr:
+    """The decimal whose unscaled value is the 128-bit integer ``value``."""
     if not result.scale:
-        return _cast(quotient, result.sql())
+        return _cast(value, result.sql())
     step = _cast(
         exp.Literal.string(f"0.{'0' * (result.scale - 1)}1"),
         f"DECIMAL({result.scale},{result.scale})",
     )
-    return _cast(exp.Mul(this=_cast(quotient, "DECIMAL(38,0)"), expression=step), result.sql())
+    return _cast(exp.Mul(this=_cast(value, "DECIMAL(38,0)"), expression=step), result.sql())
+
+
+def decimal_average(values: exp.Expr, of: Numeric, clauses: exp.Expr | None) -> exp.Expr:
+    """avg of a decimal(p,s) as Trino computes it: exactly, a decimal(p,s) rounded half up.
+
+    The sum's unscaled value (a 128-bit integer) is divided by the count; no double in
+    between. ``values``: the aggregate's argument (``DISTINCT x`` too); ``clauses``: the
+    average with its FILTER and OVER clauses, which the sum and the count are given alike.
+    """
+
+    def over(aggregate: exp.Expr) -> exp.Expr:
+        if clauses is None:
+            return aggregate
+        wrapped = clauses.copy()
+        inner = wrapped.this if isinstance(wrapped, exp.Window) else wrapped
+        holder = inner if isinstance(inner, exp.Filter) else wrapped
+        holder.set("this", aggregate)
+        return wrapped
+
+    total = over(exp.Sum(this=values.copy()))
+    count = over(exp.Count(this=values.copy()))
+    if of.scale:
+        total = exp.Mul(this=total, expression=_hugeint(10**of.scale))
+    quotient = exp.Anonymous(
+        this="trino_decimal_quotient", expressions=[_cast(total, "HUGEINT"), count]
+    )
+    return _from_unscaled(quotient, of)
 
 
 def rounding(node: exp.Expr) -> exp.Expr:

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.scope import Scope, ScopeType, traverse_scope
 
 from lakeward.query.types import parse_hive_type
 
@@ -112,7 +114,53 @@ def numeric_type(node: exp.Expr) -> Numeric | None:
         if isinstance(node, exp.Sum) and of is not None:
             return Numeric(19, 0, integer=True) if of.integer else decimal(38, of.scale)
         return of
+    if isinstance(node, exp.Distinct) and len(node.expressions) == 1:  # sum(DISTINCT x)
+        return numeric_type(node.expressions[0])
+    if isinstance(node, exp.Avg) and not isinstance(node.parent, exp.Window):
+        of = numeric_type(node.this)  # of a decimal, a decimal of the same type
+        return of if of is not None and not of.integer else None
+    if isinstance(node, exp.Count):
+        return Numeric(19, 0, integer=True)
+    branches = _branches(node)
+    if branches is not None:
+        return common_type(branches)
     return None
+
+
+def _branches(node: exp.Expr) -> list[exp.Expr] | None:
+    """The values a CASE, IF, coalesce or nullif may take, whose common type is its type."""
+    if isinstance(node, exp.Case):
+        return [i.args["true"] for i in node.args.get("ifs") or []] + (
+            [node.args["default"]] if node.args.get("default") is not None else []
+        )
+    if isinstance(node, exp.If):
+        return [node.args["true"]] + (
+            [node.args["false"]] if node.args.get("false") is not None else []
+        )
+    if isinstance(node, exp.Coalesce):
+        return [node.this, *node.expressions]
+    if isinstance(node, exp.Nullif):
+        return [node.this]
+    return None
+
+
+def common_type(values: list[exp.Expr]) -> Numeric | None:
+    """Trino's common super type of exact numeric values (NULLs aside); None if one is not
+    known to be exact numeric."""
+    types = []
+    for value in values:
+        if isinstance(value, exp.Null):
+            continue
+        found = numeric_type(value)
+        if found is None:
+            return None
+        types.append(found)
+    if not types:
+        return None
+    if all(t.integer for t in types):
+        return max(types, key=lambda t: t.precision)
+    scale = max(t.scale for t in types)
+    return decimal(max(t.precision - t.scale for t in types) + scale, scale)
 
 
 def _typed_literal(text: str) -> Numeric | None:
@@ -157,7 +205,7 @@ def round_type(node: exp.Round) -> Numeric | None:
 
 # Functions whose result is a double whatever their arguments.
 _DOUBLE_FUNCTIONS = (
-    exp.Sqrt, exp.Cbrt, exp.Pow, exp.Exp, exp.Ln, exp.Log, exp.Avg, exp.Rand, exp.Stddev,
+    exp.Sqrt, exp.Cbrt, exp.Pow, exp.Exp, exp.Ln, exp.Log, exp.Rand, exp.Stddev,
     exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop,
 )  # fmt: skip
 _FLOAT_TYPES = (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
@@ -177,6 +225,12 @@ def floating(node: exp.Expr) -> bool:
         return floating(node.left) or floating(node.right)
     if isinstance(node, (exp.Sum, exp.Max, exp.Min)):  # of doubles, a double
         return floating(node.this)
+    if isinstance(node, exp.Avg):  # a double, but of a decimal a decimal
+        of = numeric_type(node.this)
+        return of is None or of.integer
+    branches = _branches(node)
+    if branches is not None:
+        return any(floating(b) for b in branches)
     return isinstance(node, _DOUBLE_FUNCTIONS)
 
 
@@ -187,34 +241,97 @@ Columns = Mapping[tuple[str, str, str], Mapping[str, str]]
 
 
 def _tag_columns(tree: exp.Expr, columns: Columns) -> None:
-    """Mark each column reference that resolves to a stored column with its Hive type.
+    """Mark each column reference with its type where it is certain: a stored column's
+    Hive type, or the exact numeric type (or double) of the projection of a CTE, derived
+    table or VALUES it names. Scopes are typed innermost first, so a projection's type is
+    known before an outer query reads it; a correlated subquery's column is resolved in the
+    queries around it."""
+    try:
+        scopes = traverse_scope(tree)
+    except OptimizeError:  # a query sqlglot cannot scope: its columns stay untyped
+        return
+    for scope in scopes:
+        for column in scope.columns:
+            found = _resolve(scope, column, columns)
+            if found is not None:
+                column.meta[COLUMN_KEY] = found
 
-    Only where it is certain: the select it is in reads from stored tables only (an
-    unqualified name), or names the table it qualifies it with.
-    """
-    for column in tree.find_all(exp.Column):
-        select = column.find_ancestor(exp.Select)
-        if select is None:
-            continue
-        tables, derived = [], False
-        sources = [select.args.get("from_"), *(select.args.get("joins") or [])]
-        for source in sources:
-            source = source.this if isinstance(source, (exp.From, exp.Join)) else None
-            if isinstance(source, exp.Table) and source.args.get("catalog"):
-                tables.append(source)
-            elif source is not None:
-                derived = True
-        name = column.name.lower()
 
-        def held(table: exp.Table) -> Mapping[str, str]:
-            return columns.get((table.catalog.lower(), table.db.lower(), table.name.lower()), {})
-
-        if column.table:
-            found = [t for t in tables if t.alias_or_name.lower() == column.table.lower()]
+def _resolve(inner: Scope, column: exp.Column, columns: Columns) -> str | None:
+    name, qualifier = column.name.lower(), column.table.lower()
+    scope: Scope | None = inner
+    while scope is not None:
+        sources = {alias.lower(): source for alias, (_, source) in scope.selected_sources.items()}
+        if qualifier:
+            matching = [sources[qualifier]] if qualifier in sources else []
         else:
-            found = [] if derived else [t for t in tables if name in held(t)]
-        if len(found) == 1 and name in held(found[0]):
-            column.meta[COLUMN_KEY] = held(found[0])[name]
+            matching = [s for s in sources.values() if _has_column(s, name, columns) is not False]
+        if len(matching) == 1:
+            return _source_type(matching[0], name, columns)
+        if matching or scope.scope_type != ScopeType.SUBQUERY:
+            return None  # ambiguous, or not a place that sees the query around it
+        scope = scope.parent
+    return None
+
+
+def _has_column(source: exp.Table | Scope, name: str, columns: Columns) -> bool | None:
+    """Whether ``source`` has a column ``name``; None when that cannot be told."""
+    if isinstance(source, Scope):
+        selects = _projections(source)
+        return None if selects is None else name in selects
+    held = columns.get((source.catalog.lower(), source.db.lower(), source.name.lower()))
+    return None if held is None else name in held
+
+
+def _projections(scope: Scope) -> dict[str, list[exp.Expr]] | None:
+    """The values each named column of a scope's query may take: its projection in every
+    branch of a set operation, its value in every row of a VALUES."""
+    query = scope.expression
+    if isinstance(query, exp.Subquery):
+        query = query.unnest()
+    if isinstance(query, exp.Values):
+        alias = query.args.get("alias")
+        names = [c.name.lower() for c in alias.columns] if alias is not None else []
+        rows = [r.expressions if isinstance(r, exp.Tuple) else [r] for r in query.expressions]
+        if not rows or any(len(r) != len(names) for r in rows):
+            return None
+        return {n: [r[i] for r in rows] for i, n in enumerate(names)}
+    branches: list[exp.Expr] = []
+    while isinstance(query, exp.SetOperation):
+        branches.append(query.right)
+        query = query.left
+    branches.append(query)
+    unwrapped = [b.unnest() if isinstance(b, exp.Subquery) else b for b in reversed(branches)]
+    selects = [b for b in unwrapped if isinstance(b, exp.Select)]
+    if len(selects) != len(unwrapped):
+        return None
+    first = selects[0].selects
+    if any(isinstance(p, exp.Star) for b in selects for p in b.selects) or any(
+        len(b.selects) != len(first) for b in selects
+    ):
+        return None
+    return {
+        p.alias_or_name.lower(): [b.selects[i].unalias() for b in selects]
+        for i, p in enumerate(first)
+    }
+
+
+def _source_type(source: exp.Table | Scope, name: str, columns: Columns) -> str | None:
+    if not isinstance(source, Scope):
+        held = columns.get((source.catalog.lower(), source.db.lower(), source.name.lower()))
+        return None if held is None else held.get(name)
+    projections = _projections(source)
+    if projections is None or name not in projections:
+        return None
+    values = [v for v in projections[name] if not isinstance(v, exp.Null)]
+    if any(floating(v) for v in values):
+        return "double"
+    found = common_type(values)
+    if found is None:
+        return None
+    if found.integer:
+        return {3: "tinyint", 5: "smallint", 10: "int"}.get(found.precision, "bigint")
+    return f"decimal({found.precision},{found.scale})"
 
 
 FLOATING_KEY = "trino_floating"
@@ -228,8 +345,7 @@ def annotate(tree: exp.Expr, columns: Columns | None = None) -> None:
     (catalog, database, table); a column reference that names one of them plainly
     is typed by it.
     """
-    if columns:
-        _tag_columns(tree, columns)
+    _tag_columns(tree, columns or {})
     for node in tree.walk():
         node.meta[TYPE_KEY] = numeric_type(node)
         if isinstance(node, exp.Cast):
