@@ -30,6 +30,7 @@ from sqlglot import exp
 from lakeward.errors import InvalidRequest
 from lakeward.query.translate.duckdb import (
     aggregates,
+    analytic,
     arithmetic,
     arrays,
     casts,
@@ -60,6 +61,7 @@ AREAS: tuple[ModuleType, ...] = (
     arrays,
     maps_rows,
     lambdas,
+    analytic,
     aggregates,
     unnest,
 )

@@ -4,8 +4,8 @@
 engine conforms that column type, failing on overflow as Trino does).
 ``approx_distinct`` is counted exactly: Trino's estimate is exact for the small
 sets where it is deterministic, and DuckDB's own estimator would give other
-numbers than Trino's for large ones. ``approx_percentile`` has no such
-guarantee and is refused. ``map_agg`` keeps the non-NULL keys.
+numbers than Trino's for large ones (``approx_percentile``: analytic.py).
+``map_agg`` keeps the non-NULL keys.
 """
 
 from __future__ import annotations
@@ -68,10 +68,6 @@ def _decimal(values: exp.Expr) -> Numeric | None:
 
 
 def _aggregates(node: exp.Expr) -> exp.Expr:
-    if isinstance(node, exp.ApproxQuantile):
-        raise InvalidRequest(
-            "function approx_percentile is not supported: DuckDB's estimate differs from Trino's"
-        )
     if isinstance(node, exp.ApproxDistinct):
         return exp.Count(this=exp.Distinct(expressions=[node.this]))
     if isinstance(node, exp.GroupConcat) and not isinstance(node.this, exp.Order):

@@ -82,7 +82,6 @@ MACROS: list[str] = [
 ]
 
 REFUSED: dict[str, str] = {
-    "to_milliseconds": "DuckDB's function of that name makes an interval of a number",
     "parse_duration": "not available on DuckDB",
     "human_readable_seconds": "not available on DuckDB",
     "timezone_hour": "DuckDB keeps no zone in a timestamp with time zone",
