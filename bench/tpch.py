@@ -29,18 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 HERE = Path(__file__).resolve().parent
-_HIVE = {"int32": "int", "int64": "bigint", "string": "string", "large_string": "string",
-         "date32[day]": "date", "double": "double"}  # fmt: skip
-
-
-def hive_type(kind: pa.DataType) -> str:
-    if pa.types.is_decimal(kind):
-        return f"decimal({kind.precision},{kind.scale})"
-    return _HIVE[str(kind)]
 
 
 def generated(scale: float, cache: Path) -> Path:
@@ -95,6 +86,7 @@ def main() -> None:
     from pyathena import connect
 
     from lakeward.config import load_settings
+    from lakeward.query.types import hive_type_of_arrow
 
     settings = load_settings(data_dir=args.data_dir)
     if settings.server.port is None:
@@ -119,7 +111,7 @@ def main() -> None:
         if not (lake / folder.name).is_dir():
             shutil.copytree(folder, lake / folder.name)
         schema = pq.read_schema(folder / "data.parquet")
-        columns = ", ".join(f"{f.name} {hive_type(f.type)}" for f in schema)
+        columns = ", ".join(f"{f.name} {hive_type_of_arrow(f.type, f.name)}" for f in schema)
         place = f"{settings.lake_root}/{settings.lake.data_bucket}/bench/{database}"
         location = f"{place}/{folder.name}"
         cursor.execute(

@@ -5,11 +5,13 @@ another."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from lakeward.config import Settings
 from lakeward.query.model import QueryExecution, QueryState
 from lakeward.query.service import QueryService
+from lakeward.storage.paths import lake_place
 
 CATALOG = "demo_hive_metastore"
 MEMORY = "mem"  # the in-memory catalog of the memory_service fixture
@@ -55,6 +57,19 @@ def failure(service: QueryService, sql: str, **kwargs: object) -> str:
     execution = wait(service, service.start_query_execution(sql, **kwargs))  # type: ignore[arg-type]
     assert execution.state == QueryState.FAILED, execution
     return execution.state_change_reason or ""
+
+
+def lake_files(service: QueryService, location: str) -> list[str]:
+    """The keys of the objects under a place in the lake, sorted."""
+    place = lake_place(service.settings, location)
+    assert place is not None
+    bucket, key = place
+    return sorted(service.storage.keys(bucket, key.rstrip("/") + "/"))
+
+
+def local(location: str) -> Path:
+    """The path of a file:// place of the lake on this machine."""
+    return Path(location.removeprefix("file://").removeprefix("file:"))
 
 
 def endpoint(stack: Settings) -> str:

@@ -20,7 +20,7 @@ from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
 from lakeward.storage import decode_key
 from lakeward.storage.paths import lake_place
-from tests.query.support import run, wait
+from tests.query.support import lake_files, run, wait
 
 pytestmark = pytest.mark.spark
 
@@ -66,13 +66,6 @@ def definition(metastore: MetastoreClient, name: str) -> tuple[Any, ...]:
         info.serde_parameters,
         info.parameters.get("parquet.compression") or info.parameters.get("orc.compress"),
     )
-
-
-def lake_files(service: QueryService, location: str) -> list[str]:
-    place = lake_place(service.settings, location)
-    assert place is not None
-    bucket, key = place
-    return sorted(service.storage.keys(bucket, key.rstrip("/") + "/"))
 
 
 def spark_rows(spark: Any, name: str) -> list[list[str | None]]:

@@ -30,7 +30,7 @@ from lakeward.query.service import QueryService
 from lakeward.storage import decode_key
 from lakeward.storage.paths import lake_place
 from tests.helpers import over_stack
-from tests.query.support import run, wait
+from tests.query.support import lake_files, local, run, wait
 
 pytestmark = pytest.mark.spark
 
@@ -45,17 +45,6 @@ def unique(prefix: str) -> str:
 
 def finish(service: QueryService, sql: str) -> QueryExecution:
     return wait(service, service.start_query_execution(sql))
-
-
-def lake_files(service: QueryService, location: str) -> list[str]:
-    place = lake_place(service.settings, location)
-    assert place is not None
-    bucket, key = place
-    return sorted(service.storage.keys(bucket, key.rstrip("/") + "/"))
-
-
-def local(location: str) -> Path:
-    return Path(location.removeprefix("file://").removeprefix("file:"))
 
 
 def totals(service: QueryService, table: str) -> dict[str, str | None]:

@@ -22,8 +22,7 @@ from lakeward.metastore.tables import TableInfo
 from lakeward.query.journal import PAUSE_FOR_TESTS
 from lakeward.query.model import QueryExecution, QueryState
 from lakeward.query.service import QueryService
-from lakeward.storage.paths import lake_place
-from tests.query.support import MEMORY, run, wait
+from tests.query.support import MEMORY, lake_files, local, run, wait
 
 IN_COUNTRIES = "country IN ('France', 'Italy', 'Spain')"
 COUNTRIES = ("France", "Italy", "Spain")
@@ -59,17 +58,6 @@ def table(service: QueryService, name: str) -> TableInfo:
 
 def exists(service: QueryService, name: str) -> bool:
     return service.catalogs.catalog(MEMORY).table_exists("sales", name)
-
-
-def lake_files(service: QueryService, location: str) -> list[str]:
-    place = lake_place(service.settings, location)
-    assert place is not None
-    bucket, key = place
-    return sorted(service.storage.keys(bucket, key.rstrip("/") + "/"))
-
-
-def local(location: str) -> Path:
-    return Path(location.removeprefix("file://").removeprefix("file:"))
 
 
 def place_in_lake(service: QueryService, name: str) -> str:

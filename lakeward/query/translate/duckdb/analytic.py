@@ -19,11 +19,9 @@ _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 _EXACT = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE")
 
 MACROS: list[str] = [
-    # Trino's approx_percentile is of x's type; a decimal is taken as a double.
+    # Trino's approx_percentile is of x's type (an array of it for an array of percentages);
+    # a decimal is taken as a double.
     "CREATE MACRO trino_percentile"
-    + "".join(f"(x {t}, p) AS quantile_disc(x, p), " for t in _EXACT)
-    + "(x, p) AS quantile_disc(CAST(x AS DOUBLE), p)",
-    "CREATE MACRO trino_percentiles"
     + "".join(f"(x {t}, p) AS quantile_disc(x, p), " for t in _EXACT)
     + "(x, p) AS quantile_disc(CAST(x AS DOUBLE), p)",
     # Digits of any case, an optional sign; a digit outside the radix is an error.
@@ -71,7 +69,7 @@ def _analytic(node: exp.Expr) -> exp.Expr:
                     "approx_percentile: the percentage must be a constant between 0 and 1 "
                     f"on DuckDB, not {p.sql(dialect='trino')}"
                 )
-        return call("trino_percentiles" if many else "trino_percentile", node.this, percentages)
+        return call("trino_percentile", node.this, percentages)
     if isinstance(node, exp.FromBase):
         return call("trino_from_base", node.this, node.expression)
     if isinstance(node, exp.WidthBucket):
