@@ -8,10 +8,10 @@ It runs in a side environment (``bench/tpc_env.sh`` makes it): the extensions on
 built for DuckDB 1.5.5, not for the DuckDB lakeward runs on, and they are a benchmark's
 tool, not something lakeward needs. It imports nothing from lakeward.
 
-The answers are the extensions' own (``tpch_answers()``, ``tpcds_answers()``): pipe-separated
-text with a header, as DuckDB computed them, for scale factors 0.01, 0.1 and 1 (TPC-H) and
-1 (TPC-DS). The queries are the extensions' text (TPC-H's are the specification's queries
-with its default substitution parameters).
+TPC-H's answers are the extension's own (``tpch_answers()``, scale factors 0.01, 0.1 and 1):
+pipe-separated text with a header. TPC-DS's are computed here by DuckDB from the extension's
+query text (see ``computed``), in the same format. The queries are the extensions' text (the
+specifications' queries with their default substitution parameters).
 """
 
 from __future__ import annotations
@@ -36,6 +36,20 @@ def connect(suite: str) -> duckdb.DuckDBPyConnection:
     return connection
 
 
+def computed(connection: duckdb.DuckDBPyConnection, query: str) -> str:
+    """A query's answer as DuckDB computes it, in the extension's answer format.
+
+    The tpcds extension on PyPI carries no answers (``tpcds_answers()`` fails), so the
+    reference is DuckDB's own result of the extension's query text. Its queries order
+    NULLs first; Trino (and DuckDB by default) order them last, so the reference drops
+    ``NULLS FIRST`` to be the answer under Trino's ordering rules.
+    """
+    result = connection.execute(query.replace(" NULLS FIRST", ""))
+    header = "|".join(d[0] for d in result.description)
+    rows = ["|".join("NULL" if v is None else str(v) for v in row) for row in result.fetchall()]
+    return "\n".join([header, *rows]) + "\n"
+
+
 def generate(suite: str, scale: float, out: Path) -> None:
     connection = connect(suite)
     connection.execute(f"CALL {'dbgen' if suite == 'tpch' else 'dsdgen'}(sf = {scale})")
@@ -48,9 +62,13 @@ def generate(suite: str, scale: float, out: Path) -> None:
     for number, query in connection.execute(f"FROM {suite}_queries()").fetchall():
         (out / "queries" / f"q{number:02d}.sql").write_text(query)
     (out / "answers").mkdir(exist_ok=True)
-    answers = connection.execute(
-        f"SELECT query_nr, answer FROM {suite}_answers() WHERE scale_factor = ?", [scale]
-    ).fetchall()
+    if suite == "tpch":
+        answers = connection.execute(
+            "SELECT query_nr, answer FROM tpch_answers() WHERE scale_factor = ?", [scale]
+        ).fetchall()
+    else:
+        answers = [(n, computed(connection, q)) for n, q in connection.execute(
+            "FROM tpcds_queries()").fetchall()]  # fmt: skip
     for number, answer in answers:
         (out / "answers" / f"q{number:02d}.csv").write_text(answer)
     print(f"{suite} sf {scale}: {len(tables)} tables, {len(answers)} answers in {out}")

@@ -28,6 +28,11 @@ MACROS: list[str] = [
     + "".join(f"(x {t}) AS avg(x), " for t in _AVERAGED)
     + "(x FLOAT) AS CAST(avg(x) AS FLOAT),"
     " (x DECIMAL(38, 0)) AS error('avg of a decimal is not supported on DuckDB')",
+    # The same refusal where avg cannot be a macro (DISTINCT, FILTER, OVER): aggregated
+    # beside it, NULL for any other type.
+    "CREATE MACRO trino_avg_guard"
+    + "".join(f"(x {t}) AS CAST(NULL AS DOUBLE), " for t in (*_AVERAGED, "FLOAT"))
+    + " (x DECIMAL(38, 0)) AS error('avg of a decimal is not supported on DuckDB')",
     "CREATE MACRO trino_map_agg(k, v) AS"
     " map_from_entries(list({'key': k, 'value': v}) FILTER (WHERE k IS NOT NULL))",
 ]
@@ -67,6 +72,19 @@ def _decimal(values: exp.Expr) -> Numeric | None:
     return found if found is not None and not found.integer else None
 
 
+def _guarded(node: exp.Expr, average: exp.Avg) -> exp.Expr:
+    """An avg with DISTINCT, FILTER or OVER whose argument's type the query does not show:
+    DuckDB's, a double, unless the argument turns out a decimal, which is then refused (its
+    Trino average is a decimal)."""
+    values = average.this.expressions[0] if isinstance(average.this, exp.Distinct) else average.this
+    guard: exp.Expr = exp.Max(this=call("trino_avg_guard", values.copy()))
+    if isinstance(node, exp.Window):
+        guard = node.copy()
+        inner = guard.this.this if isinstance(guard.this, exp.Filter) else guard.this
+        inner.replace(exp.Max(this=call("trino_avg_guard", values.copy())))
+    return exp.Coalesce(this=guard, expressions=[node])
+
+
 def _aggregates(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.ApproxDistinct):
         return exp.Count(this=exp.Distinct(expressions=[node.this]))
@@ -81,6 +99,7 @@ def _aggregates(node: exp.Expr) -> exp.Expr:
             return decimal_average(average.this, of, node if node is not average else None)
         if node is average and not isinstance(node.this, exp.Distinct):
             return call("trino_avg", node.this)
+        return _guarded(node, average)
     if isinstance(node, _BITWISE_AGGREGATES):  # Trino's are bigints
         return exp.cast(node, exp.DataType.build("BIGINT"))
     if isinstance(node, exp.Anonymous):

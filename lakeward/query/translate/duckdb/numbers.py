@@ -109,21 +109,31 @@ def numeric_type(node: exp.Expr) -> Numeric | None:
     if isinstance(node, (exp.Ceil, exp.Floor)):
         of = numeric_type(node.this)
         return of if of is None or of.integer else whole_type(of)
-    if isinstance(node, (exp.Sum, exp.Max, exp.Min)) and not isinstance(node.parent, exp.Window):
+    if isinstance(node, exp.Window):  # an aggregate over a window is typed as the aggregate
+        return _aggregate_type(node.this)
+    if not isinstance(node.parent, exp.Window):
+        found = _aggregate_type(node)
+        if found is not None:
+            return found
+    if isinstance(node, exp.Distinct) and len(node.expressions) == 1:  # sum(DISTINCT x)
+        return numeric_type(node.expressions[0])
+    branches = _branches(node)
+    if branches is not None:
+        return common_type(branches)
+    return None
+
+
+def _aggregate_type(node: exp.Expr) -> Numeric | None:
+    if isinstance(node, (exp.Sum, exp.Max, exp.Min)):
         of = numeric_type(node.this)
         if isinstance(node, exp.Sum) and of is not None:
             return Numeric(19, 0, integer=True) if of.integer else decimal(38, of.scale)
         return of
-    if isinstance(node, exp.Distinct) and len(node.expressions) == 1:  # sum(DISTINCT x)
-        return numeric_type(node.expressions[0])
-    if isinstance(node, exp.Avg) and not isinstance(node.parent, exp.Window):
+    if isinstance(node, exp.Avg):
         of = numeric_type(node.this)  # of a decimal, a decimal of the same type
         return of if of is not None and not of.integer else None
     if isinstance(node, exp.Count):
         return Numeric(19, 0, integer=True)
-    branches = _branches(node)
-    if branches is not None:
-        return common_type(branches)
     return None
 
 
@@ -215,7 +225,7 @@ def floating(node: exp.Expr) -> bool:
     """Whether ``node`` is known from the text to be a double or a real."""
     if isinstance(node, exp.Literal) and not node.is_string:
         return "e" in node.name.lower()
-    if isinstance(node, (exp.Paren, exp.Neg, exp.Abs, exp.Round, exp.Ceil, exp.Floor)):
+    if isinstance(node, (exp.Paren, exp.Neg, exp.Abs, exp.Round, exp.Ceil, exp.Floor, exp.Window)):
         return floating(node.this)
     if isinstance(node, exp.Cast):
         return node.to.this in _FLOAT_TYPES
@@ -251,10 +261,27 @@ def _tag_columns(tree: exp.Expr, columns: Columns) -> None:
     except OptimizeError:  # a query sqlglot cannot scope: its columns stay untyped
         return
     for scope in scopes:
-        for column in scope.columns:
+        for column in [*scope.columns, *_unqualified_after_grouping(scope)]:
             found = _resolve(scope, column, columns)
             if found is not None:
                 column.meta[COLUMN_KEY] = found
+
+
+def _unqualified_after_grouping(scope: Scope) -> list[exp.Column]:
+    """The unqualified columns of a query's HAVING, ORDER BY and QUALIFY that name no
+    projection: sqlglot leaves them out of a scope's columns, since they might name one."""
+    query = scope.expression
+    if not isinstance(query, exp.Select):
+        return []
+    named = {name.lower() for name in query.named_selects}
+    found = []
+    for clause in ("having", "order", "qualify"):
+        part = query.args.get(clause)
+        for column in part.find_all(exp.Column) if part is not None else []:
+            own = column.find_ancestor(exp.Select) is query
+            if own and not column.table and column.name.lower() not in named:
+                found.append(column)
+    return found
 
 
 def _resolve(inner: Scope, column: exp.Column, columns: Columns) -> str | None:

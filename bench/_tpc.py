@@ -1,0 +1,152 @@
+"""What the TPC benchmark and its reduced test share: the data, loading it into a stack,
+the query texts and the comparison with the reference answers.
+
+Imported by ``bench/tpc.py`` and by the test suite; it imports lakeward only inside the
+functions that talk to a stack.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def side_python() -> str:
+    """The side environment's Python (``bench/tpc_env.sh``), made if it is missing."""
+    made = subprocess.run(
+        ["bash", str(HERE / "tpc_env.sh")], check=True, capture_output=True, text=True
+    )
+    return made.stdout.strip().splitlines()[-1]
+
+
+def generated(suite: str, scale: float, cache: Path) -> Path:
+    """The suite's data, queries and answers at a scale, made once per cache folder."""
+    out = cache / f"{suite}-sf{scale:g}"
+    if not (out / "answers").is_dir():
+        python = str(ROOT / side_python())
+        partial = out.with_name(out.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        subprocess.run(
+            [python, str(HERE / "tpc_data.py"), suite, str(scale), str(partial)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        partial.rename(out)
+    return out
+
+
+def database_name(suite: str, scale: float) -> str:
+    return f"{suite}_sf{scale:g}".replace(".", "_")
+
+
+def trino_queries(folder: Path, database: str) -> dict[str, str]:
+    """Trino's benchmark texts (``qNN.sql``, with ``${database}.${schema}.`` before each
+    table) named after the reference answers they are compared with. TPC-DS queries 14, 23,
+    24 and 39 have two parts there (``qNN.sql`` and ``qNNb.sql``, or ``qNN_1``/``qNN_2``);
+    the first is the one the reference answers."""
+    texts: dict[str, str] = {}
+    for path in sorted(folder.glob("q*.sql")):
+        name = path.stem.removesuffix("_1")
+        if not re.fullmatch(r"q\d+", name):
+            continue
+        text = path.read_text().replace("${database}.${schema}.", f"{database}.")
+        texts[name] = text.strip().rstrip(";")
+    return texts
+
+
+def extension_queries(source: Path) -> dict[str, str]:
+    return {
+        p.stem: p.read_text().strip().rstrip(";").replace(" NULLS FIRST", "")
+        for p in sorted((source / "queries").glob("q*.sql"))
+    }
+
+
+@dataclass
+class Stack:
+    """A stack that is up, with a PyAthena cursor on a database of its own."""
+
+    settings: Any
+    cursor: Any
+    database: str
+
+    @classmethod
+    def connect(cls, settings: Any, database: str, workgroup: str = "primary") -> Stack:
+        from pyathena import connect
+
+        cursor = connect(
+            s3_staging_dir="s3://staging/",
+            endpoint_url=f"http://{settings.server.host}:{settings.server.port}",
+            region_name=settings.api.region,
+            aws_access_key_id=settings.api.access_key_id,
+            aws_secret_access_key=settings.api.secret_access_key,
+            work_group=workgroup,
+            poll_interval=0.01,
+            catalog_name="demo_hive_metastore",
+            schema_name=database,
+        ).cursor()
+        return cls(settings, cursor, database)
+
+    def load(self, source: Path) -> None:
+        """Copies each table's Parquet file into the lake and registers it with
+        ``CREATE EXTERNAL TABLE`` through the SQL service, as a user would."""
+        import pyarrow.parquet as pq
+
+        from lakeward.query.types import hive_type_of_arrow
+
+        bucket = self.settings.lake.data_bucket
+        lake = Path(self.settings.data_dir) / "lake" / bucket / "bench" / self.database
+        place = f"{self.settings.lake_root}/{bucket}/bench/{self.database}"
+        self.cursor.execute(f"CREATE DATABASE IF NOT EXISTS {self.database}")
+        for folder in sorted((source / "data").iterdir()):
+            if not (lake / folder.name).is_dir():
+                shutil.copytree(folder, lake / folder.name)
+            schema = pq.read_schema(folder / "data.parquet")
+            columns = ", ".join(f"{f.name} {hive_type_of_arrow(f.type, f.name)}" for f in schema)
+            self.cursor.execute(
+                f"CREATE EXTERNAL TABLE IF NOT EXISTS {self.database}.{folder.name} ({columns}) "
+                f"STORED AS PARQUET LOCATION '{place}/{folder.name}'"
+            )
+
+    def rows(self, sql: str) -> list[list[str | None]]:
+        fetched = self.cursor.execute(sql).fetchall()
+        return [[None if v is None else str(v) for v in row] for row in fetched]
+
+
+def same(ours: str | None, reference: str) -> bool:
+    """Equal within rounding: a value lakeward gives with s decimals is equal when it lies
+    within half a unit of its last digit (Trino rounds a decimal average or quotient to the
+    operands' scale where DuckDB answers a double)."""
+    if ours is None:
+        return reference in ("", "NULL")
+    if ours == reference or ours.rstrip() == reference.rstrip():
+        return True
+    try:
+        a, b = float(ours), float(reference)
+    except ValueError:
+        return False
+    digits = len(ours.split(".")[1]) if "." in ours and "e" not in ours.lower() else 12
+    return abs(a - b) <= 0.5 * 10**-digits + 1e-9 * abs(b)
+
+
+def difference(rows: list[list[str | None]], answer: Path) -> str | None:
+    """None when the rows are the reference's, in order; else the first difference."""
+    lines = answer.read_text().removesuffix("\n").split("\n")[1:]
+    expected = [line.split("|") for line in lines]
+    if len(rows) != len(expected):
+        return f"{len(rows)} rows, the reference has {len(expected)}"
+    for ours, theirs in zip(rows, expected, strict=True):
+        if len(ours) != len(theirs) or not all(map(same, ours, theirs)):
+            return f"{ours} against {theirs}"
+    return None
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("LAKEWARD_TPC_CACHE", "/tmp/lakeward-tpc"))
