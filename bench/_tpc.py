@@ -136,10 +136,26 @@ def same(ours: str | None, reference: str) -> bool:
     return abs(a - b) <= 0.5 * 10**-digits + 1e-9 * abs(b)
 
 
-def difference(rows: list[list[str | None]], answer: Path) -> str | None:
-    """None when the rows are the reference's, in order; else the first difference."""
+def answer_rows(answer: Path) -> list[list[str]]:
+    """A reference answer's rows (pipe-separated text under a header)."""
     lines = answer.read_text().removesuffix("\n").split("\n")[1:]
-    expected = [line.split("|") for line in lines]
+    return [line.split("|") for line in lines]
+
+
+def duckdb_rows(connection: Any, trino_text: str) -> list[list[str]]:
+    """DuckDB's own answer to a Trino text (made DuckDB's by sqlglot), in the answers' form:
+    the reference where Trino's benchmark text asks another question than the extension's
+    (other columns, other substitution parameters)."""
+    import sqlglot
+
+    sql = sqlglot.transpile(trino_text, read="trino", write="duckdb")[0]
+    return [
+        ["NULL" if v is None else str(v) for v in row] for row in connection.execute(sql).fetchall()
+    ]
+
+
+def difference(rows: list[list[str | None]], expected: list[list[str]]) -> str | None:
+    """None when the rows are the reference's, in order; else the first difference."""
     if len(rows) != len(expected):
         return f"{len(rows)} rows, the reference has {len(expected)}"
     for ours, theirs in zip(rows, expected, strict=True):

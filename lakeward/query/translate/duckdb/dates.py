@@ -14,6 +14,7 @@ the session's zone, UTC), so only conversions to UTC can be answered exactly.
 
 from __future__ import annotations
 
+import datetime
 import re
 
 from sqlglot import exp
@@ -223,6 +224,51 @@ def _utc_only(zone: exp.Expr | None, function: str) -> None:
         )
 
 
+def _literal_date(node: exp.Expr) -> datetime.date | None:
+    """The date of ``DATE 'y-m-d'`` or ``CAST('y-m-d' AS DATE)`` (Trino takes 1-digit fields)."""
+    if not (isinstance(node, exp.Cast) and node.to.this == exp.DataType.Type.DATE):
+        return None
+    text = node.this
+    found = re.fullmatch(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})\s*", text.this) if (
+        isinstance(text, exp.Literal) and text.is_string) else None  # fmt: skip
+    if found is None:
+        return None
+    try:
+        return datetime.date(*map(int, found.groups()))
+    except ValueError:
+        return None  # an impossible date: left for the engine to refuse
+
+
+def _literal_days(node: exp.Expr) -> int | None:
+    unit = node.args.get("unit") if isinstance(node, exp.Interval) else None
+    if unit is None or unit.name.upper() not in ("DAY", "DAYS"):
+        return None
+    found = re.fullmatch(r"\s*([+-]?\d+)\s*", str(node.this.this)) if isinstance(
+        node.this, exp.Literal) else None  # fmt: skip
+    return None if found is None else int(found.group(1))
+
+
+def _date_plus_days(node: exp.Expr) -> exp.Expr | None:
+    """A literal date plus or minus a literal number of days, computed here: a date, as in
+    Trino. A constant the engine sees as one (the macro around it would hide it from the
+    optimizer, which then cannot decorrelate a subquery that filters on it)."""
+    if not isinstance(node, exp.Add | exp.Sub):
+        return None
+    pairs = [(node.left, node.right)] + (
+        [(node.right, node.left)] if isinstance(node, exp.Add) else []
+    )
+    for date_side, interval_side in pairs:
+        day, days = _literal_date(date_side), _literal_days(interval_side)
+        if day is None or days is None:
+            continue
+        try:
+            result = day + datetime.timedelta(days=days if isinstance(node, exp.Add) else -days)
+        except OverflowError:
+            return None
+        return exp.cast(exp.Literal.string(result.isoformat()), exp.DataType.build("DATE"))
+    return None
+
+
 def _dates(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.DateAdd):
         return call("trino_date_add", _unit(node, "date_add"), node.expression, node.this)
@@ -230,6 +276,9 @@ def _dates(node: exp.Expr) -> exp.Expr:
         return call("trino_date_diff", _unit(node, "date_diff"), node.expression, node.this)
     if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
         return call("trino_date_trunc", _unit(node, "date_trunc"), node.this)
+    folded = _date_plus_days(node)
+    if folded is not None:
+        return folded
     if isinstance(node, exp.Add) and (_is_interval(node.left) or _is_interval(node.right)):
         return call("trino_plus", node.left, node.right)
     if isinstance(node, exp.Sub) and _is_interval(node.right):
