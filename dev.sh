@@ -98,6 +98,8 @@ install_all() {
   [ ${#missing[@]} -eq 0 ] || timed "jdbc and chromium" apt_install "${missing[@]}"
   timed "database servers" install_db_servers
   timed "venv [dev]" install_venv dev "$VENV/.installed-dev"
+  # DuckDB's TPC-H and TPC-DS extensions, for the TPC tests and benchmarks (a side venv).
+  timed "tpc side venv" bash bench/tpc_env.sh >/dev/null
 }
 
 install_db_servers() {

@@ -30,9 +30,8 @@ MACROS: list[str] = [
     " (x DECIMAL(38, 0)) AS error('avg of a decimal is not supported on DuckDB')",
     # The same refusal where avg cannot be a macro (DISTINCT, FILTER, OVER): aggregated
     # beside it, NULL for any other type.
-    "CREATE MACRO trino_avg_guard"
-    + "".join(f"(x {t}) AS CAST(NULL AS DOUBLE), " for t in (*_AVERAGED, "FLOAT"))
-    + " (x DECIMAL(38, 0)) AS error('avg of a decimal is not supported on DuckDB')",
+    "CREATE MACRO trino_avg_guard(x) AS CAST(CASE WHEN typeof(x) LIKE 'DECIMAL%'"
+    " THEN error('avg of a decimal is not supported on DuckDB') END AS DOUBLE)",
     "CREATE MACRO trino_map_agg(k, v) AS"
     " map_from_entries(list({'key': k, 'value': v}) FILTER (WHERE k IS NOT NULL))",
 ]
@@ -94,7 +93,9 @@ def _aggregates(node: exp.Expr) -> exp.Expr:
     plain = not isinstance(node.parent, exp.Window | exp.Filter)  # a macro cannot be either
     average = _average(node) if plain else None
     if average is not None:
-        of = _decimal(average.this)
+        # The avg's own type, noted before its argument was rewritten (a sum is a macro's
+        # call by now); over a window, the window's.
+        of = _decimal(average) or _decimal(node) or _decimal(average.this)
         if of is not None:
             return decimal_average(average.this, of, node if node is not average else None)
         if node is average and not isinstance(node.this, exp.Distinct):
