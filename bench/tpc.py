@@ -23,7 +23,9 @@ In one run it
    the counts and the ratio of the sums. Where Trino's text asks another question than the
    extension's (other columns or substitution parameters: the answers differ), it is
    compared with DuckDB's answer to Trino's text (made DuckDB's by sqlglot), and marked
-   ``*`` when equal to that.
+   ``*`` when equal to that. A query whose answer differs from DuckDB's by a rule of
+   Trino's (``TRINO_RULES``: decimal quotients and averages rounded to their scale),
+   checked by hand, is counted apart.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 
 import duckdb
 from _tpc import (
+    TRINO_RULES,
     Stack,
     answer_rows,
     cache_dir,
@@ -86,7 +89,7 @@ def main() -> None:
             best = min(best, time.perf_counter() - start)
         return best, result
 
-    equal = refused = different = 0
+    equal = refused = different = by_rules = 0
     total_ours = total_floor = 0.0
     texts_from = "Trino's texts" if args.queries else "the extension's texts"
     print(f"{args.suite} sf {args.scale:g}, workgroup {args.workgroup}, {texts_from}, "
@@ -108,6 +111,10 @@ def main() -> None:
             other = difference(rows, duckdb_rows(floor, texts[name].replace(f"{database}.", "")))
             wrong = None if other is None else f"{wrong}; DuckDB on Trino's text: {other}"
             name = name if other is not None else f"{name}*"
+        if wrong is not None and name in TRINO_RULES:
+            by_rules += 1
+            print(f"{name}  equal by Trino's rules: {TRINO_RULES[name]}", flush=True)
+            continue
         equal += wrong is None
         different += wrong is not None
         total_ours, total_floor = total_ours + ours_time, total_floor + floor_time
