@@ -185,3 +185,16 @@ def test_refused_ddl_names_the_mistake_and_changes_nothing(sales: QueryService) 
     assert as_analyst(sales, "SHOW TABLES")[1] == tables
     assert as_analyst(sales, "SHOW DATABASES")[1] == databases
     assert not (Path(sales.settings.data_dir) / "lake" / "no-bucket").exists()
+
+
+def test_typeof_names_stored_columns_as_trino_does(sales: QueryService) -> None:
+    _, rows = as_analyst(
+        sales,
+        "SELECT typeof(country), typeof(lat), typeof(date), typeof(confirmed), "
+        "typeof(confirmed * 1.5), typeof(lat + 1) FROM covid LIMIT 1",
+    )
+    assert rows == [["varchar", "double", "date", "bigint", "decimal(21,1)", "double"]]
+    # A derived double may be a real in Trino: the query does not show which.
+    derived = "SELECT typeof(x) FROM (SELECT lat AS x FROM covid)"
+    refused = failure(sales, derived, catalog=MEMORY, database="sales", principal="analyst")
+    assert "typeof is not supported on the DuckDB engine for x" in refused

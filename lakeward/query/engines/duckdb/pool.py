@@ -31,7 +31,7 @@ import duckdb
 from lakeward.errors import QueryFailed
 from lakeward.query.engines.base import Limits
 from lakeward.query.engines.duckdb.scanned import sql_literal
-from lakeward.query.translate.duckdb import MACROS
+from lakeward.query.translate.duckdb import FUNCTIONS, MACROS
 
 PER_KEY = 8  # as many as the executions that run at once over the same tables
 TOTAL = 32
@@ -138,6 +138,8 @@ class ConnectionPool:
             lock_down(con, key.directories)
             for macro in MACROS:  # Trino's semantics (query/translate): every query may use them
                 con.execute(macro)
+            for name, function, parameters, result in FUNCTIONS:
+                con.create_function(name, function, [p.lower() for p in parameters], result)
             functions = con.execute(_OWN_FUNCTIONS).fetchall()
         except duckdb.Error as exc:
             shutil.rmtree(spill, ignore_errors=True)

@@ -13,6 +13,8 @@ and 3.5 in DuckDB) the text alone is not enough. Each area module below adds:
   their parent (a node that does not apply is returned unchanged); one may
   raise InvalidRequest naming what it cannot translate. The exact numeric
   types of the original nodes (``numbers.typed``) are noted before any runs.
+- ``FUNCTIONS`` (where an area has them): Python functions registered on every
+  pooled connection beside the macros, for what DuckDB has no SQL for (CRC-32).
 - ``REFUSED``: Trino functions (lower-case) that DuckDB cannot answer as Trino
   would, each with the reason; a query calling one is refused before it runs.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 from sqlglot import exp
 
@@ -42,6 +45,7 @@ from lakeward.query.translate.duckdb import (
     numbers,
     regexp,
     strings,
+    typeof,
     unnest,
     urls,
 )
@@ -50,6 +54,7 @@ from lakeward.query.translate.duckdb.templates import FAILURE_MARK
 Rewrite = Callable[[exp.Expr], exp.Expr]
 
 AREAS: tuple[ModuleType, ...] = (
+    typeof,  # first: it reads the Trino tree as written
     arithmetic,
     strings,
     regexp,
@@ -69,6 +74,9 @@ AREAS: tuple[ModuleType, ...] = (
 MACROS: list[str] = [m for area in AREAS for m in area.MACROS]
 REWRITES: list[Rewrite] = [r for area in AREAS for r in area.REWRITES]
 REFUSED: dict[str, str] = {k: v for area in AREAS for k, v in area.REFUSED.items()}
+FUNCTIONS: list[tuple[str, Callable[..., Any], list[str], str]] = [
+    f for area in AREAS for f in getattr(area, "FUNCTIONS", [])
+]
 
 
 def function_name(node: exp.Expr) -> str | None:
@@ -92,6 +100,8 @@ def to_duckdb(tree: exp.Expr, columns: numbers.Columns | None = None) -> exp.Exp
     """The Trino tree (a copy the caller owns) rewritten for DuckDB; refusals raise."""
     check(tree)
     numbers.annotate(tree, columns)
+    # Checked before it is queued, a query's stored columns are not known yet.
+    tree.meta[numbers.COLUMNS_KNOWN_KEY] = columns is not None
     for rewrite in REWRITES:
         tree = _children_first(tree, rewrite)
     name_columns(tree)

@@ -3,11 +3,16 @@
 DuckDB's digests give hex text and also take text; here they take only
 varbinary (Trino refuses ``md5('x')``: write ``md5(to_utf8('x'))``) and
 give bytes. ``from_utf8`` of bytes that are not UTF-8 (Trino puts U+FFFD
-for them) is refused when met; ``sha512``, ``crc32`` and ``xxhash64`` have
-no DuckDB equivalent.
+for them) is refused when met; ``sha512`` and ``xxhash64`` have no DuckDB
+equivalent. ``crc32`` is Python's zlib CRC-32 (the same polynomial as
+Trino's java.util.zip.CRC32), a function each pooled connection opens with.
 """
 
 from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from typing import Any
 
 from sqlglot import exp
 
@@ -25,11 +30,21 @@ MACROS: list[str] = [
     + " ELSE decode(x) END",
 ]
 
+
+def _crc32(value: bytes) -> int:
+    return zlib.crc32(value)
+
+
+# Python functions each pooled connection opens with: name, function, parameter and result
+# types (DuckDB's names).
+FUNCTIONS: list[tuple[str, Callable[..., Any], list[str], str]] = [
+    ("trino_crc32", _crc32, ["BLOB"], "BIGINT"),
+]
+
 # Functions made of bytes: their length counts bytes.
 _BYTES = (exp.MD5Digest, exp.SHA2Digest, exp.Unhex, exp.FromBase64, exp.Encode)
 
 REFUSED: dict[str, str] = {
-    "crc32": "the DuckDB engine has no CRC-32",
     "xxhash64": "the DuckDB engine has no xxHash64",
     "sha512": "the DuckDB engine has no SHA-512",
     "hmac_sha512": "the DuckDB engine has no SHA-512",
@@ -60,6 +75,12 @@ def hashing(node: exp.Expr) -> exp.Expr:
     if isinstance(node, (exp.Hex, exp.ToBase64)):
         node.set("this", _bytes_only(node.this, node.sql_name().lower()))
         return node
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "crc32":
+        if len(node.expressions) != 1:
+            raise InvalidRequest("crc32 takes one argument (varbinary)")
+        return exp.Anonymous(
+            this="trino_crc32", expressions=[_bytes_only(node.expressions[0], "crc32")]
+        )
     if isinstance(node, exp.Decode):
         return exp.Anonymous(this="trino_from_utf8", expressions=[node.this])
     if isinstance(node, exp.Length) and isinstance(node.this, _BYTES):

@@ -246,6 +246,8 @@ def floating(node: exp.Expr) -> bool:
 
 TYPE_KEY = "trino_numeric"
 COLUMN_KEY = "trino_column_type"
+STORED_KEY = "trino_stored_column"  # True where COLUMN_KEY is a stored column's Hive type
+COLUMNS_KNOWN_KEY = "trino_columns_known"  # on the root: whether stored columns were given
 CAST_FROM_KEY = "trino_cast_from"
 Columns = Mapping[tuple[str, str, str], Mapping[str, str]]
 
@@ -264,7 +266,7 @@ def _tag_columns(tree: exp.Expr, columns: Columns) -> None:
         for column in [*scope.columns, *_unqualified_after_grouping(scope)]:
             found = _resolve(scope, column, columns)
             if found is not None:
-                column.meta[COLUMN_KEY] = found
+                column.meta[COLUMN_KEY], column.meta[STORED_KEY] = found
 
 
 def _unqualified_after_grouping(scope: Scope) -> list[exp.Column]:
@@ -284,7 +286,8 @@ def _unqualified_after_grouping(scope: Scope) -> list[exp.Column]:
     return found
 
 
-def _resolve(inner: Scope, column: exp.Column, columns: Columns) -> str | None:
+def _resolve(inner: Scope, column: exp.Column, columns: Columns) -> tuple[str, bool] | None:
+    """The column's type and whether it is a stored column's (not a derived table's)."""
     name, qualifier = column.name.lower(), column.table.lower()
     scope: Scope | None = inner
     while scope is not None:
@@ -294,7 +297,8 @@ def _resolve(inner: Scope, column: exp.Column, columns: Columns) -> str | None:
         else:
             matching = [s for s in sources.values() if _has_column(s, name, columns) is not False]
         if len(matching) == 1:
-            return _source_type(matching[0], name, columns)
+            found = _source_type(matching[0], name, columns)
+            return None if found is None else (found, not isinstance(matching[0], Scope))
         if matching or scope.scope_type != ScopeType.SUBQUERY:
             return None  # ambiguous, or not a place that sees the query around it
         scope = scope.parent
