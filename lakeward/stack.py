@@ -278,6 +278,8 @@ class Stack:
             "server_url": self.server_url(),
             "console_url": f"{self.server_url()}/console/",
             "athena_endpoint": self.server_url(),
+            # Athena and S3 answer at the one address every AWS SDK reads from this variable.
+            "aws_endpoint_url": self.server_url(),
             "data_catalog": "demo_hive_metastore",
             "api_access_key_id": settings.api.access_key_id or "",
             "tables": ",".join(f"{database}.{t}" for t in COVID_TABLES),

@@ -67,6 +67,12 @@ def up(
     with RichProgress() as progress:
         outputs = Stack(settings, progress).up(reload=reload)
     print_pairs(outputs)
+    err.print(
+        "AWS clients (boto3, the aws CLI, PyAthena, pyarrow) reach Athena and S3 at "
+        f"AWS_ENDPOINT_URL={outputs['aws_endpoint_url']}: "
+        f'eval "$(lakeward credentials --data-dir {settings.data_dir})"',
+        highlight=False,
+    )
 
 
 @app.command()
@@ -192,7 +198,8 @@ def credentials(data_dir: DataDir = None) -> None:
     out.print(f"export AWS_DEFAULT_REGION={settings.api.region}", highlight=False)
     if settings.server.port is not None:
         url = f"http://{settings.server.host}:{settings.server.port}"
-        out.print(f"export AWS_ENDPOINT_URL_ATHENA={url}", highlight=False)
+        # Every AWS SDK and the aws CLI send all services (Athena, S3) here.
+        out.print(f"export AWS_ENDPOINT_URL={url}", highlight=False)
 
 
 def main() -> None:

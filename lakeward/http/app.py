@@ -23,6 +23,7 @@ from lakeward.http.erasure import erasure_router
 from lakeward.http.erasure_requests import erasure_requests_router
 from lakeward.http.errors import error_response, invalid_request
 from lakeward.http.events import EventSink, events_router
+from lakeward.http.s3 import S3Dispatch, S3Endpoint
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query.service import QueryService
@@ -96,4 +97,6 @@ def create_app(
     app.include_router(erasure_requests_router(erasure_flow, access, sessions))
     app.include_router(events_router(access, relay))
     app.include_router(athena_router(service, access))
+    # S3's API at the same address: requests signed for the service s3 go there.
+    app.add_middleware(S3Dispatch, s3=S3Endpoint(settings, access))
     return app

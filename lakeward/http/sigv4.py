@@ -13,11 +13,12 @@ import hmac
 import re
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Protocol
 
-from botocore.auth import SigV4Auth
+from botocore.auth import S3SigV4Auth, SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
 
@@ -80,6 +81,25 @@ class ReplayGuard:
             heapq.heappush(self._expiries, (request_time + self._window, signature))
 
 
+@dataclass(frozen=True)
+class Signed:
+    """A request whose SigV4 signature checked out: who signed it, and what a streaming
+    upload's chunk signatures chain from (the seed signature and the signing scope)."""
+
+    key_id: str
+    secret: str
+    timestamp: str
+    scope: str  # <date>/<region>/<service>/aws4_request
+    signature: str
+    request_time: datetime
+
+    def signing_key(self) -> bytes:
+        key = ("AWS4" + self.secret).encode()
+        for part in self.scope.split("/"):
+            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+        return key
+
+
 def verify(
     method: str,
     path: str,
@@ -100,42 +120,65 @@ def verify(
     """
     now = now or datetime.now(UTC)
     lower = {name.lower(): value for name, value in headers.items()}
-    key_id, date, region, service, signed, given = _parse_authorization(lower.get("authorization"))
-    request_time, timestamp = _request_time(lower)
-    if date != timestamp[:8]:
-        raise AccessDenied(
-            f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
-            f"from HTTP: '{date}' != '{timestamp[:8]}', from '{timestamp}'."
-        )
-    if service != SERVICE:
-        raise AccessDenied(f"Credential should be scoped to correct service: '{SERVICE}'.")
-    _check_signed_headers(signed, lower)
-
-    secret = credentials.secret_for(key_id)
-    if secret is None:
-        raise AccessDenied(INVALID_TOKEN)
-    _check_clock(request_time, now)
-
+    signed = authenticate(
+        method, path, query, lower, credentials, service=SERVICE, now=now, body=body
+    )
     # When X-Amz-Content-SHA256 is present botocore takes it as the payload hash without
     # looking at the body; a declared hash (or UNSIGNED-PAYLOAD) that is not the body's
     # would let a captured signature carry another body.
     declared = lower.get("x-amz-content-sha256")
     if declared is not None and declared != hashlib.sha256(body).hexdigest():
         raise AccessDenied(SIGNATURE_MISMATCH)
-
-    expected = _expected_signature(
-        method, path, query, lower, body, signed, key_id, secret, region, timestamp
-    )
-    if not hmac.compare_digest(expected, given):
-        raise AccessDenied(SIGNATURE_MISMATCH)
-
     # Only mutating requests are replay-checked: botocore (and so PyAthena) signs with
     # one-second resolution, so two GetQueryExecution polls in the same second are
     # byte-identical and both legitimate. A replayed read changes nothing and fetches
     # only what the captured request was allowed to fetch.
     if mutating and replay_guard is not None:
-        replay_guard.check(given, request_time, now)
-    return key_id
+        replay_guard.check(signed.signature, signed.request_time, now)
+    return signed.key_id
+
+
+def authenticate(
+    method: str,
+    path: str,
+    query: str,
+    headers: Mapping[str, str],
+    credentials: Credentials,
+    *,
+    service: str,
+    now: datetime | None = None,
+    body: bytes = b"",
+) -> Signed:
+    """Check the signature of a request's head (method, path, query, headers).
+
+    The payload is the caller's to check: S3 signs it by the hash it declares in
+    ``X-Amz-Content-SHA256`` (a hex digest, ``UNSIGNED-PAYLOAD`` or a streaming mode whose
+    chunks carry their own signatures), and its body may not have arrived yet. ``body``
+    is only read where no hash is declared. ``headers`` must have lower-case names.
+    """
+    now = now or datetime.now(UTC)
+    key_id, date, region, scoped, signed, given = _parse_authorization(headers.get("authorization"))
+    request_time, timestamp = _request_time(headers)
+    if date != timestamp[:8]:
+        raise AccessDenied(
+            f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
+            f"from HTTP: '{date}' != '{timestamp[:8]}', from '{timestamp}'."
+        )
+    if scoped != service:
+        raise AccessDenied(f"Credential should be scoped to correct service: '{service}'.")
+    _check_signed_headers(signed, headers)
+
+    secret = credentials.secret_for(key_id)
+    if secret is None:
+        raise AccessDenied(INVALID_TOKEN)
+    _check_clock(request_time, now)
+    expected = _expected_signature(
+        method, path, query, headers, body, signed, key_id, secret, region, timestamp, service
+    )
+    if not hmac.compare_digest(expected, given):
+        raise AccessDenied(SIGNATURE_MISMATCH)
+    scope = f"{date}/{region}/{service}/aws4_request"
+    return Signed(key_id, secret, timestamp, scope, given, request_time)
 
 
 def _parse_authorization(
@@ -242,13 +285,16 @@ def _expected_signature(
     secret: str,
     region: str,
     timestamp: str,
+    service: str,
 ) -> str:
     """The signature botocore would compute for this request at the request's own time."""
     url = f"http://{headers['host']}{path}" + (f"?{query}" if query else "")
     request = AWSRequest(
         method=method, url=url, headers={name: headers[name] for name in signed}, data=body
     )
-    signer = SigV4Auth(BotoCredentials(key_id, secret), SERVICE, region)
+    # S3 signs the path as sent (no normalizing) and the payload by its declared hash.
+    signer_class = S3SigV4Auth if service == "s3" else SigV4Auth
+    signer = signer_class(BotoCredentials(key_id, secret), service, region)
     # add_auth() stamps the *current* clock into context["timestamp"] (and rewrites the
     # date headers); every step below reads only context["timestamp"], so setting it to
     # the request's time reproduces the client's computation without patching botocore's

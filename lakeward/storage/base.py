@@ -276,6 +276,10 @@ class Storage(ABC):
         """The names directly under a prefix ending in ``/`` (S3's CommonPrefixes)."""
         return sorted({key[len(prefix) :].split("/", 1)[0] for key in self.keys(bucket, prefix)})
 
+    def buckets(self) -> builtins.list[str]:
+        """The lake's buckets, by name."""
+        return sorted(b for b in self._buckets() if BUCKET_NAME.match(b))
+
     def ensure_bucket(self, bucket: str) -> None:
         """Make sure objects can be written to a bucket."""
         check_bucket(bucket)
@@ -338,3 +342,6 @@ class Storage(ABC):
 
     @abstractmethod
     def _ensure_bucket(self, bucket: str) -> None: ...
+
+    @abstractmethod
+    def _buckets(self) -> builtins.list[str]: ...

@@ -288,6 +288,16 @@ class LocalStorage(Storage):
                 continue  # someone else deleted it first: not ours to report
             yield key
 
+    def _buckets(self) -> list[str]:
+        try:
+            return [entry.name for entry in os.scandir(self.base) if entry.is_dir()]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StorageError(
+                f"could not list the buckets of {self.root}: {reason_of(exc)}"
+            ) from None
+
     def _ensure_bucket(self, bucket: str) -> None:
         try:
             (self.base / bucket).mkdir(parents=True, exist_ok=True)

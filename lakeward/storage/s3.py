@@ -318,6 +318,19 @@ class S3Storage(Storage):
                     f"{first.get('Message') or first.get('Code')}"
                 )
 
+    def _buckets(self) -> list[str]:
+        # Logical buckets are the first level of prefixes under the lake's own prefix.
+        root = self.base_prefix
+        found: list[str] = []
+        paginator = self._client.get_paginator("list_objects_v2")
+        with self._errors("list the buckets of", self.root):
+            for page in paginator.paginate(Bucket=self.root_bucket, Prefix=root, Delimiter="/"):
+                found += [
+                    str(p["Prefix"])[len(root) :].rstrip("/")
+                    for p in page.get("CommonPrefixes", ())
+                ]
+        return found
+
     def _ensure_bucket(self, bucket: str) -> None:
         # Logical buckets are prefixes and need nothing; the root bucket must exist.
         uri = self.uri(bucket)

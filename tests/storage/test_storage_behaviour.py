@@ -189,3 +189,10 @@ def test_ensure_bucket_is_idempotent(storage: Storage) -> None:
     storage.ensure_bucket("lakeward-new")
     storage.put("lakeward-new", "k", b"x")
     assert storage.get("lakeward-new", "k") == b"x"
+
+
+def test_buckets_are_the_lakes_own_whatever_holds_them(storage: Storage) -> None:
+    assert storage.buckets() == []
+    storage.put("zeta-bucket", "a/b.txt", b"1")
+    storage.put("alpha-bucket", "c.txt", b"2")
+    assert storage.buckets() == ["alpha-bucket", "zeta-bucket"]
