@@ -32,6 +32,7 @@ from lakeward.errors import AccessDenied, InvalidRequest, StorageError
 from lakeward.query.model import ColumnInfo, QueryState
 from lakeward.query.service import QueryService
 from lakeward.storage import Storage
+from lakeward.storage.paths import lake_place
 
 POLL_LIMIT = 0.25  # seconds between looks at a running query, at most
 
@@ -117,8 +118,10 @@ def arrow_type(athena_type: str) -> pa.DataType:
 def read_result(
     storage: Storage, settings: Settings, output_location: str, columns: list[ColumnInfo]
 ) -> pa.Table:
-    relative = output_location.removeprefix(settings.lake_root + "/")
-    bucket, _, key = relative.partition("/")
+    place = lake_place(settings, output_location)
+    if place is None:
+        raise StorageError(f"the query result {output_location} is not in the lake")
+    bucket, key = place
     names = [c.name for c in columns]
     if not names:
         return pa.table({})

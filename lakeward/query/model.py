@@ -56,6 +56,7 @@ class QueryStatistics:
     service_processing_ms: int = 0
     result_reused: bool = False
     update_count: int | None = None  # rows a CTAS or INSERT INTO wrote (GetQueryResults)
+    data_manifest_location: str | None = None  # the files a CTAS, INSERT or UNLOAD wrote
 
 
 @dataclass

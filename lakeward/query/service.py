@@ -57,6 +57,7 @@ from lakeward.query.store import Store
 from lakeward.query.translate.query import check_translatable
 from lakeward.query.workgroups import WorkGroups
 from lakeward.storage import Storage, load_storage
+from lakeward.storage.paths import lake_place, public_uri
 
 log = logging.getLogger(__name__)
 
@@ -278,16 +279,16 @@ class QueryService(MetadataOperations):
         return execution.id
 
     def _output_location(self, group: WorkGroup, requested: str | None) -> str:
-        default = (
-            f"{self.settings.lake_root}/{self.settings.lake.data_bucket}/query-results/{group.name}"
-        )
+        settings = self.settings
+        default = public_uri(settings, settings.lake.data_bucket, f"query-results/{group.name}")
         if group.enforce_configuration or not requested:
             return (group.output_location or default).rstrip("/")
         requested = requested.rstrip("/")
-        if not requested.startswith(self.settings.lake_root + "/"):
-            raise InvalidRequest(
-                f"OutputLocation {requested} is not in the lake ({self.settings.lake_root})"
-            )
+        place = lake_place(settings, requested)
+        if place is None or not place[0]:
+            raise InvalidRequest(f"OutputLocation {requested} is not in the lake")
+        if place[0] not in self.storage.buckets():
+            raise InvalidRequest(f"OutputLocation {requested}: the lake has no bucket {place[0]}")
         return requested
 
     def _reusable(
@@ -440,8 +441,10 @@ class QueryService(MetadataOperations):
         check_reader(self.access, execution, action)
 
     def _bucket_and_prefix(self, output_uri: str) -> tuple[str, str]:
-        relative = output_uri.removeprefix(self.settings.lake_root + "/")
-        bucket, _, key = relative.partition("/")
+        place = lake_place(self.settings, output_uri)
+        if place is None:
+            raise InvalidRequest(f"the result place {output_uri} is not in the lake")
+        bucket, key = place
         return bucket, key.rsplit("/", 1)[0] if "/" in key else ""
 
     def get_query_execution(self, execution_id: str) -> QueryExecution:

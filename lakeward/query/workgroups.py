@@ -49,6 +49,7 @@ from lakeward.errors import InvalidRequest, TooManyRequests
 from lakeward.query.model import QueryState, WorkGroup
 from lakeward.query.store import Store, executions, named_queries, workgroups
 from lakeward.sqlstate import migrate, writer
+from lakeward.storage.paths import local_path, place_in
 
 COMPONENT = "workgroups"  # its row in sqlstate's schema_version
 ENGINES = ("duckdb", "spark")
@@ -73,9 +74,16 @@ def check(group: WorkGroup, lake_root: str) -> None:
     """Refuse a workgroup lakeward cannot honour, naming the setting at fault."""
     where = f"workgroup {group.name}"
     location = group.output_location
-    if location is not None and not location.startswith(lake_root.rstrip("/") + "/"):
+    place = None if location is None else place_in(lake_root, location)
+    if location is not None and place is None:
+        raise InvalidRequest(f"{where}: the output location {location} is not in the lake")
+    local = local_path(lake_root)
+    named_s3 = location is not None and location.startswith("s3://")
+    # An embedded lake's S3 name must name one of its buckets (its file:// places are in it).
+    if place is not None and local is not None and named_s3 and not (local / place[0]).is_dir():
         raise InvalidRequest(
-            f"{where}: the output location {location} is not in the lake ({lake_root})"
+            f"{where}: the output location {location} is not in the lake: "
+            f"it has no bucket {place[0]}"
         )
     if group.engine not in ENGINES:
         raise InvalidRequest(f"{where}: engine must be one of {', '.join(ENGINES)}")

@@ -27,6 +27,28 @@ def warehouse_uri(settings: Settings) -> str:
     return data_uri(settings, "warehouse")
 
 
+def public_uri(settings: Settings, bucket: str, key: str = "") -> str:
+    """The name users and their tools see for a place in the lake.
+
+    The embedded (``file://``) lake is served by the stack's S3 endpoint, so its places are
+    ``s3://<bucket>/<key>``, a name every AWS tool reads; a lake on S3 is named by its own
+    URI. ``lake_place`` and ``lake_uri`` read both names back.
+    """
+    if settings.lake_root.startswith("file:"):
+        return f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
+    return f"{bucket_uri(settings, bucket)}/{key}" if key else bucket_uri(settings, bucket)
+
+
+def lake_uri(settings: Settings, uri: str) -> str:
+    """The storage's own URI of a place in the lake (``<lake root>/<bucket>/<key>``), however
+    it was named; any other URI as it is."""
+    place = lake_place(settings, uri)
+    if place is None:
+        return uri
+    bucket, key = place
+    return f"{bucket_uri(settings, bucket)}/{key}" if key else bucket_uri(settings, bucket)
+
+
 def hadoop_uri(uri: str) -> str:
     """The URI as Hadoop-based engines (Spark, the metastore) spell it.
 
@@ -53,17 +75,27 @@ def local_path(uri: str) -> Path | None:
 
 def lake_place(settings: Settings, uri: str) -> tuple[str, str] | None:
     """The bucket and key of a place in the stack's lake, whichever way its scheme is spelt
-    (``file:/x``, ``file:///x``, ``s3a://b``, ``s3://b``); None for a place outside it.
+    (``file:/x``, ``file:///x``, ``s3a://b``, ``s3://b``, and the embedded lake's S3 names
+    ``s3://<bucket>/<key>``); None for a place outside it.
 
     A place with a '.' or '..' folder is refused: on a file:// lake it would name another
     bucket or a place outside the lake than the one its permissions are checked on.
     """
-    root, plain = _plain(settings.lake_root), _plain(uri)
-    if not plain.startswith(root + "/"):
+    return place_in(settings.lake_root, uri)
+
+
+def place_in(lake_root: str, uri: str) -> tuple[str, str] | None:
+    """``lake_place`` for the lake at ``lake_root``."""
+    root, plain = _plain(lake_root), _plain(uri)
+    if lake_root.startswith("file:") and uri.startswith(("s3://", "s3a://")):
+        relative = plain  # the embedded lake's S3 name: s3://<bucket>/<key> (public_uri)
+    elif plain.startswith(root + "/"):
+        relative = plain[len(root) + 1 :]
+    else:
         return None
-    if any(part in (".", "..") for part in plain[len(root) + 1 :].split("/")):
+    if any(part in (".", "..") for part in relative.split("/")):
         raise InvalidKey(f"{uri}: a place in the lake must not have a '.' or '..' folder")
-    bucket, _, key = plain[len(root) + 1 :].partition("/")
+    bucket, _, key = relative.partition("/")
     return bucket, key
 
 

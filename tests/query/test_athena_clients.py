@@ -114,6 +114,39 @@ def test_pyathena_cursor_and_pandas_read_sql(stack: Settings) -> None:
     )
 
 
+def test_pyathena_pandas_cursor_fetches_results_from_the_lake_over_s3(
+    stack: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PandasCursor reads the result file itself, from the OutputLocation (s3://...), with
+    an S3 client that finds the stack through AWS_ENDPOINT_URL; with ``unload=True`` it reads
+    the Parquet files the data manifest lists."""
+    from pyathena import connect
+    from pyathena.pandas.cursor import PandasCursor
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint(stack))
+    options = {
+        "s3_staging_dir": f"s3://{stack.lake.data_bucket}/query-results/",
+        "catalog_name": "demo_hive_metastore",
+        "schema_name": "default",
+        "poll_interval": 0.05,
+        "cursor_class": PandasCursor,
+        **credentials(stack),
+    }
+    cursor = connect(**options).cursor()
+    frame = cursor.execute(SEED).as_pandas()
+    assert cursor.output_location.startswith(f"s3://{stack.lake.data_bucket}/query-results/")
+    assert len(frame) == expected_rows(stack)
+    italy = frame[(frame.country == "Italy") & (frame.date.astype(str) == "2020-09-10")]
+    assert italy.confirmed.tolist() == [283_180]
+
+    unloaded = connect(**options).cursor(unload=True)
+    frame = unloaded.execute(SEED).as_pandas()
+    assert len(frame) == expected_rows(stack)
+    assert unloaded.data_manifest_location.endswith("-manifest.csv")
+    us = frame[(frame.country == "US") & (frame.date.astype(str) == "2020-09-10")]
+    assert us.confirmed.tolist() == [6_420_040]  # the JHU files' own figure
+
+
 def test_cli_query(stack: Settings) -> None:
     result = lakeward("query", SEED, "--output", "json", data_dir=stack.data_dir)
     rows = json.loads(result.stdout)

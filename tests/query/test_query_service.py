@@ -11,6 +11,7 @@ from lakeward.config import Settings
 from lakeward.errors import InvalidRequest
 from lakeward.query.model import QueryState, WorkGroup
 from lakeward.query.service import QueryService
+from lakeward.storage.paths import lake_place
 from tests.query.support import all_rows, run, wait
 
 pytestmark = pytest.mark.spark
@@ -39,12 +40,11 @@ def test_seed_query_returns_the_countries(service: QueryService) -> None:
     countries = {r[1] for r in rows}
     assert countries == {"US", "Italy", "India", "Brazil", "Spain", "United Kingdom"}
     assert len(rows) == len({(r[0], r[1], r[4]) for r in rows})
-    result = Path(
-        service.get_query_execution(
-            service.list_query_executions()[0][0]
-        ).output_location.removeprefix("file://")
-    )
-    assert result.is_file() and Path(str(result) + ".metadata").is_file()
+    location = service.get_query_execution(service.list_query_executions()[0][0]).output_location
+    # Named as S3 names it: the stack's endpoint serves it (docs/storage.md).
+    assert location.startswith(f"s3://{service.settings.lake.data_bucket}/query-results/primary/")
+    bucket, key = lake_place(service.settings, location) or ("", "")
+    assert service.storage.exists(bucket, key) and service.storage.exists(bucket, key + ".metadata")
 
 
 def test_show_and_describe(service: QueryService) -> None:
@@ -270,8 +270,10 @@ def test_output_location_honoured_unless_the_workgroup_enforces_its_own(
     assert Path(mine.output_location.removeprefix("file://")).is_file()
     enforced = wait(service, service.start_query_execution("SELECT 1 AS x", output_location=own))
     assert "/query-results/primary/" in enforced.output_location
-    with pytest.raises(InvalidRequest, match="not in the lake"):
+    with pytest.raises(InvalidRequest, match="the lake has no bucket else"):
         service.start_query_execution("SELECT 1", workgroup="open", output_location="s3://else/")
+    with pytest.raises(InvalidRequest, match="not in the lake"):
+        service.start_query_execution("SELECT 1", workgroup="open", output_location="file:///etc")
 
 
 def test_concurrent_queries_beyond_the_cap_wait_in_the_queue(service: QueryService) -> None:

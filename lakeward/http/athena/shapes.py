@@ -57,6 +57,7 @@ def query_execution(q: QueryExecution) -> JsonDict:
         "QueryPlanningTimeInMillis": s.planning_ms,
         "ServiceProcessingTimeInMillis": s.service_processing_ms,
         "ResultReuseInformation": {"ReusedPreviousResult": s.result_reused},
+        **({"DataManifestLocation": s.data_manifest_location} if s.data_manifest_location else {}),
     }
     return {
         "QueryExecutionId": q.id,

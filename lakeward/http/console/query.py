@@ -24,6 +24,7 @@ from lakeward.http.console.base import PREFIX, Console, NavItem, redirect, signe
 from lakeward.query.metadata import DEFAULT_CATALOG, DEFAULT_WORKGROUP, MAX_QUERY_LENGTH
 from lakeward.query.model import QueryExecution, StatementType
 from lakeward.query.service import QueryService
+from lakeward.storage.paths import lake_place
 
 NAV = NavItem(
     "query",
@@ -136,10 +137,10 @@ def query_router(console: Console, service: QueryService) -> APIRouter:
         execution = service.get_query_execution(execution_id)
         if not execution.state.done or execution.state.value != "SUCCEEDED":
             raise InvalidRequest(f"query {execution_id} has no result ({execution.state.value})")
-        root = service.settings.lake_root.rstrip("/") + "/"
-        if not execution.output_location.startswith(root):
+        place = lake_place(service.settings, execution.output_location)
+        if place is None:
             raise InvalidRequest(f"the result of query {execution_id} is outside the lake")
-        bucket, _, key = execution.output_location.removeprefix(root).partition("/")
+        bucket, key = place
         console.access.authorize("s3:GetObject", s3_arn(bucket, key))
         stream = service.storage.open(bucket, key)
 

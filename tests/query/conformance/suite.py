@@ -40,6 +40,7 @@ from typing import Any
 from lakeward.errors import InvalidRequest
 from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
+from lakeward.storage.paths import lake_place
 
 CASES = Path(__file__).parent / "cases"
 OUTCOMES = ("passed", "refused", "wrong")
@@ -207,7 +208,9 @@ class Runner:
         names = [c.name for c in page.columns]
         types = [type_text(c.type, c.precision, c.scale) for c in page.columns]
         # The same types in the result's .csv.metadata, which PyAthena's readers use.
-        metadata = json.loads(Path(location.removeprefix("file://") + ".metadata").read_text())
+        place = lake_place(self.service.settings, location + ".metadata")
+        assert place is not None, location
+        metadata = json.loads(self.service.storage.get(*place))
         stored = [type_text(c["type"], c["precision"], c["scale"]) for c in metadata["columns"]]
         if stored != types:
             raise AssertionError(f"the .csv.metadata says {stored}, the page {types}")

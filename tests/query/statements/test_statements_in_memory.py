@@ -163,7 +163,7 @@ def test_refused_ddl_names_the_mistake_and_changes_nothing(sales: QueryService) 
     tables, databases = as_analyst(sales, "SHOW TABLES")[1], as_analyst(sales, "SHOW DATABASES")[1]
     for sql, reason in (
         ("CREATE EXTERNAL TABLE refused (a int) LOCATION 'file:///etc/refused'", "not in the lake"),
-        ("CREATE DATABASE refused LOCATION 's3://elsewhere/x'", "not in the lake"),
+        ("CREATE DATABASE refused LOCATION 's3://elsewhere/x'", "the lake has no bucket elsewhere"),
         (f"CREATE EXTERNAL TABLE refused (a int) LOCATION '{lake}/*'", "must name a folder"),
         (f"CREATE DATABASE refused LOCATION '{lake}/../no-bucket/x'", "'..' folder"),
         (f"CREATE DATABASE refused LOCATION '{lake}/x/../../no-bucket/x'", "'..' folder"),

@@ -28,7 +28,7 @@ from lakeward.query.journal import PAUSE_FOR_TESTS
 from lakeward.query.model import QueryExecution, QueryState, WorkGroup
 from lakeward.query.service import QueryService
 from lakeward.storage import decode_key
-from lakeward.storage.paths import lake_place
+from lakeward.storage.paths import lake_place, lake_uri
 from tests.helpers import over_stack
 from tests.query.support import lake_files, local, run, wait
 
@@ -79,7 +79,11 @@ def test_ctas_partitioned_parquet_is_a_table_of_the_query_rows(
     table = metastore.table("default", name)
     results = execution.output_location.rsplit("/", 1)[0]
     assert table.location.rstrip("/").endswith(f"/tables/{execution.id}")
-    assert local(table.location) == local(f"{results}/tables/{execution.id}")
+    # The result is named s3://..., the metastore keeps the lake's own URI of the same place.
+    assert results.startswith(f"s3://{service.settings.lake.data_bucket}/query-results/")
+    assert local(table.location) == local(
+        lake_uri(service.settings, f"{results}/tables/{execution.id}")
+    )
     assert [(c.name, c.type) for c in table.columns] == [
         ("province_state", "string"),
         ("date", "date"),

@@ -38,7 +38,7 @@ from lakeward.query.statements.writes.options import (
 )
 from lakeward.query.translate.query import check_translatable
 from lakeward.query.types import AthenaType, athena_type_of_hive
-from lakeward.storage.paths import lake_place
+from lakeward.storage.paths import lake_place, lake_uri, public_uri
 
 # -- running ----------------------------------------------------------------------------------
 
@@ -69,7 +69,21 @@ def _publish(
 ) -> None:
     if context.cancelled():
         raise QueryCancelled("the query was cancelled")
-    write.publish(written.files, places)
+    published = write.publish(written.files, places)
+    _write_manifest(context, [public_uri(context.settings, o.bucket, o.key) for o in published])
+
+
+def _write_manifest(context: Context, files: list[str]) -> None:
+    """Athena's data manifest: the files a write made, one URI a line, beside its result
+    (``<query id>-manifest.csv``), named in ``Statistics.DataManifestLocation``."""
+    execution = context.execution
+    place = lake_place(context.settings, execution.output_location)
+    if place is None:
+        return
+    bucket, key = place
+    manifest = key.removesuffix(".csv") + "-manifest.csv"
+    context.storage.put(bucket, manifest, "".join(f"{f}\n" for f in files).encode())
+    execution.statistics.data_manifest_location = public_uri(context.settings, bucket, manifest)
 
 
 def _lake_location(context: Context, uri: str, what: str) -> tuple[str, str]:
@@ -160,6 +174,8 @@ class CreateTableAs(_FromSelect):
             raise InvalidRequest(f"table {ref} already exists")
         results = execution.output_location.rsplit("/", 1)[0]
         location = (self.external_location or f"{results}/tables/{execution.id}").rstrip("/")
+        # The metastore keeps the lake's own URI, however the place was named (s3://...).
+        location = lake_uri(context.settings, location)
         _require_empty(context, location, "external_location")
         _authorize_put(context, location)
         select = self.select
@@ -390,7 +406,7 @@ class Unload(_FromSelect):
     substatement_type: str | None = "UNLOAD"
 
     def run(self, context: Context) -> EngineResult:
-        location = self.location.rstrip("/")
+        location = lake_uri(context.settings, self.location.rstrip("/"))
         _lake_location(context, location, "UNLOAD's location")
         _authorize_put(context, location)
         if not self.options.partitioned_by:
