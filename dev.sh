@@ -100,6 +100,24 @@ install_all() {
   timed "venv [dev]" install_venv dev "$VENV/.installed-dev"
   # DuckDB's TPC-H and TPC-DS extensions, for the TPC tests and benchmarks (a side venv).
   timed "tpc side venv" bash bench/tpc_env.sh >/dev/null
+  timed "s3a jars" install_s3a_jars
+}
+
+# Hadoop's s3a connector for Spark (hadoop-aws and the AWS SDK bundle it was built with):
+# the pyspark wheel lacks it and there is no Maven here; PyPI's sagemaker_pyspark sdist
+# carries both jars. They go beside the virtualenv's packages.
+S3A_JARS=$VENV/share/lakeward/s3a
+install_s3a_jars() {
+  [ -f "$S3A_JARS/hadoop-aws-3.3.1.jar" ] && [ -f "$S3A_JARS/aws-java-sdk-bundle-1.11.901.jar" ] && return
+  local tmp
+  tmp=$(mktemp -d)
+  "$VENV/bin/python" -m pip download -q --no-deps --no-binary :all: sagemaker_pyspark==1.4.5 -d "$tmp"
+  tar -xzf "$tmp"/sagemaker_pyspark-1.4.5.tar.gz -C "$tmp" \
+    sagemaker_pyspark-1.4.5/deps/jars/hadoop-aws-3.3.1.jar \
+    sagemaker_pyspark-1.4.5/deps/jars/aws-java-sdk-bundle-1.11.901.jar
+  mkdir -p "$S3A_JARS"
+  mv "$tmp"/sagemaker_pyspark-1.4.5/deps/jars/*.jar "$S3A_JARS"/
+  rm -rf "$tmp"
 }
 
 install_db_servers() {

@@ -111,3 +111,18 @@ def over_stack(stack: Settings, data_dir: Path) -> Settings:
     settings = stack.model_copy(update={"data_dir": data_dir})
     lake = stack.lake.model_copy(update={"root": stack.lake_root})
     return settings.model_copy(update={"lake": lake})
+
+
+def s3_client(url: str, key_id: str, secret: str, **config: Any) -> Any:
+    """boto3's S3 client for the stack's (or a test's) S3 endpoint at ``url``."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=url,
+        aws_access_key_id=key_id,
+        aws_secret_access_key=secret,
+        region_name="us-east-1",
+        config=Config(retries={"max_attempts": 1}, **config),
+    )

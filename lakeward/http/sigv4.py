@@ -19,7 +19,7 @@ from email.utils import parsedate_to_datetime
 from typing import Protocol
 
 from botocore.auth import S3SigV4Auth, SigV4Auth
-from botocore.awsrequest import AWSRequest
+from botocore.awsrequest import AWSRequest, HTTPHeaders
 from botocore.credentials import Credentials as BotoCredentials
 
 from lakeward.errors import AccessDenied, TooManyRequests
@@ -293,7 +293,7 @@ def _expected_signature(
         method=method, url=url, headers={name: headers[name] for name in signed}, data=body
     )
     # S3 signs the path as sent (no normalizing) and the payload by its declared hash.
-    signer_class = S3SigV4Auth if service == "s3" else SigV4Auth
+    signer_class = _AsSignedS3 if service == "s3" else _AsSigned
     signer = signer_class(BotoCredentials(key_id, secret), service, region)
     # add_auth() stamps the *current* clock into context["timestamp"] (and rewrites the
     # date headers); every step below reads only context["timestamp"], so setting it to
@@ -303,3 +303,19 @@ def _expected_signature(
     canonical = signer.canonical_request(request)
     result: str = signer.signature(signer.string_to_sign(request, canonical), request)
     return result
+
+
+class _AsSigned(SigV4Auth):  # type: ignore[misc]
+    """botocore's signer, signing the headers the request has (the client's SignedHeaders)
+    without leaving out those botocore never signs itself: the AWS SDK for Java signs
+    ``User-Agent``, which botocore's list of headers to skip would drop."""
+
+    def headers_to_sign(self, request: AWSRequest) -> HTTPHeaders:
+        headers = HTTPHeaders()
+        for name, value in request.headers.items():
+            headers[name.lower()] = value
+        return headers
+
+
+class _AsSignedS3(_AsSigned, S3SigV4Auth):  # type: ignore[misc]
+    pass

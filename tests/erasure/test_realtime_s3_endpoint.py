@@ -8,7 +8,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
 
 from lakeward.access.control import AccessControl
@@ -17,7 +16,7 @@ from lakeward.erasure.service import ErasureIndexService
 from lakeward.http import create_app
 from lakeward.storage import load_storage
 from tests.erasure.realtime_helpers import BUCKET, eventually, lake_settings
-from tests.helpers import serving
+from tests.helpers import s3_client, serving
 
 KEY = "gdpr/reviews/json/year=2024/month=11/day=28/reviews 1.jsonl"
 
@@ -45,13 +44,7 @@ def test_an_upload_over_s3_is_indexed_and_its_delete_unindexed(
     access.principals.create_policy("LakeWrites", json.dumps(policy))
     access.principals.attach_user_policy("ingest", "LakeWrites")
     key_id, secret = access.principals.create_access_key("ingest")
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=url,
-        aws_access_key_id=key_id,
-        aws_secret_access_key=secret,
-        region_name="us-east-1",
-    )
+    s3 = s3_client(url, key_id, secret)
     s3.put_object(Bucket=BUCKET, Key=KEY, Body=b'{"user_id": "u-17"}\n{"user_id": "u-42"}\n')
     service = ErasureIndexService(settings)
     uri = load_storage(settings).uri(BUCKET, KEY)

@@ -20,12 +20,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
 import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
-from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from starlette.responses import PlainTextResponse
@@ -35,7 +33,7 @@ from lakeward.access.control import AccessControl
 from lakeward.config import Settings, load_settings
 from lakeward.http.s3 import S3Dispatch, S3Endpoint
 from lakeward.storage import load_storage
-from tests.helpers import serving
+from tests.helpers import s3_client, serving
 
 BUCKET = "lakeward-data"
 ENGINEER_POLICY = {
@@ -97,14 +95,7 @@ def url(settings: Settings, access: AccessControl) -> Iterator[str]:
 
 
 def client(url: str, key: tuple[str, str], **config: Any) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=url,
-        aws_access_key_id=key[0],
-        aws_secret_access_key=key[1],
-        region_name="us-east-1",
-        config=Config(retries={"max_attempts": 1}, **config),
-    )
+    return s3_client(url, key[0], key[1], **config)
 
 
 @pytest.fixture(scope="module")

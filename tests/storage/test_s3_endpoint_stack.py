@@ -76,3 +76,25 @@ def test_the_salesperson_is_refused_over_s3(stack: Settings, tmp_path: Path) -> 
     with pytest.raises(ClientError) as caught:
         s3.get_object(Bucket=stack.lake.data_bucket, Key="covid_data/csv/x.csv")
     assert caught.value.response["Error"]["Code"] == "AccessDenied"
+
+
+def test_a_tables_path_is_an_s3_name_the_endpoint_serves(stack: Settings, tmp_path: Path) -> None:
+    from pyathena import connect
+
+    env = endpoint_environment(stack, "DataEngineerUserCreds", tmp_path)
+    cursor = connect(
+        s3_staging_dir=f"s3://{stack.lake.data_bucket}/query-results/",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        catalog_name="demo_hive_metastore",
+        schema_name="default",
+        poll_interval=0.05,
+    ).cursor()
+    ((path,),) = cursor.execute('SELECT "$path" FROM covid_deaths LIMIT 1').fetchall()
+    prefix = f"s3://{stack.lake.data_bucket}/covid_data/parquet/covid_deaths/"
+    assert path.startswith(prefix) and path.endswith(".parquet")
+    bucket, _, key = path.removeprefix("s3://").partition("/")
+    head = s3_client(env).get_object(Bucket=bucket, Key=key, Range="bytes=0-3")
+    assert head["Body"].read() == b"PAR1"

@@ -235,6 +235,8 @@ class Operations:
         return _xml(document("DeleteResult", fields))
 
     def _delete(self, bucket: str, key: str) -> None:
+        if key.endswith("/"):
+            return  # a "folder" marker, which the lake never stores (put_object)
         with contextlib.suppress(ObjectNotFound):  # S3 deletes a missing key quietly
             self.storage.delete(bucket, key)
 
@@ -296,6 +298,8 @@ class Operations:
 
     def _open(self, bucket: str, key: str) -> tuple[BinaryIO, ObjectInfo]:
         """The object's stream and its description, of the same version of the object."""
+        if key.endswith("/"):  # a "folder" marker: never stored (put_object)
+            raise ObjectNotFound(f"no object at {key}")
         for _ in range(3):
             stream = self.storage.open(bucket, key)
             info = self.storage.stat(bucket, key)

@@ -198,3 +198,19 @@ def test_typeof_names_stored_columns_as_trino_does(sales: QueryService) -> None:
     derived = "SELECT typeof(x) FROM (SELECT lat AS x FROM covid)"
     refused = failure(sales, derived, catalog=MEMORY, database="sales", principal="analyst")
     assert "typeof is not supported on the DuckDB engine for x" in refused
+
+
+def test_the_hidden_columns_name_each_rows_file_as_s3_names_it(sales: QueryService) -> None:
+    bucket = sales.settings.lake.data_bucket
+    _, rows = as_analyst(
+        sales, 'SELECT DISTINCT "$path", "$bucket" FROM cases WHERE country = \'Italy\''
+    )
+    assert rows == [[f"s3://{bucket}/cases/part-0.parquet", bucket]]
+    _, counted = as_analyst(sales, 'SELECT "$path", count(*) FROM cases GROUP BY 1')
+    assert [r[0] for r in counted] == [f"s3://{bucket}/cases/part-0.parquet"]
+    analyst = {"catalog": MEMORY, "database": "sales", "principal": "analyst"}
+    refused = failure(sales, 'SELECT *, "$path" FROM cases', **analyst)
+    assert "SELECT * beside the hidden columns" in refused
+    assert '"$file_size" is not supported' in failure(
+        sales, 'SELECT "$file_size" FROM cases', **analyst
+    )

@@ -52,6 +52,12 @@ from lakeward.query.engines.base import (
 )
 from lakeward.query.engines.duckdb import readers
 from lakeward.query.engines.duckdb.conform import Conformer
+from lakeward.query.engines.duckdb.hidden import (
+    FILE_COLUMN,
+    hidden_columns_refused,
+    hidden_view_columns,
+    reads_hidden_columns,
+)
 from lakeward.query.engines.duckdb.pool import Connection, ConnectionPool, close
 from lakeward.query.engines.duckdb.readers import (
     ParsedFiles,
@@ -353,10 +359,11 @@ class DuckDbEngine(Engine):
             _check(run)
 
         pruned = [s for s in sources if s.load is not None and s.table.partition_keys]
+        hidden = reads_hidden_columns(sql)
         for source in sources:
             if source.load is not None:
                 source.dataset = source.load(check, [] if source in pruned else source.files)
-            self._create_view(run, source)
+            self._create_view(run, source, hidden)
         for source in pruned:
             if source.scan_name is None:
                 continue  # no files
@@ -368,12 +375,14 @@ class DuckDbEngine(Engine):
             run.con.unregister(source.scan_name)
             run.con.register(source.scan_name, source.dataset)
 
-    def _create_view(self, run: _Connected, source: Source) -> None:
+    def _create_view(self, run: _Connected, source: Source, hidden: bool = False) -> None:
         ref, con = source.table.ref, run.con
         try:
             con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(ref.catalog)}")
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(ref.catalog)}.{quote(ref.database)}")
-            scan, found = self._scan(run, source), {}
+            if hidden and source.files and source.dataset is not None:
+                raise hidden_columns_refused(ref)
+            scan, found = self._scan(run, source, hidden), {}
             if scan:
                 found = self._describe(con, scan, source)
                 source.scan_columns = set(found)
@@ -386,6 +395,8 @@ class DuckDbEngine(Engine):
             else:
                 columns = [*source.table.columns, *source.table.partition_keys]
                 select = ", ".join(_view_column(c, found) for c in columns)
+            if hidden:
+                select += hidden_view_columns(self.settings, bool(scan))
             body = f"SELECT {select} FROM {scan}" if scan else f"SELECT {select} WHERE false"
             con.execute(f"CREATE VIEW {self.table_name(ref)} AS {body}")
         except duckdb.InterruptException:
@@ -416,7 +427,7 @@ class DuckDbEngine(Engine):
                         self._described.popitem(last=False)
         return found
 
-    def _scan(self, run: _Connected, source: Source) -> str | None:
+    def _scan(self, run: _Connected, source: Source, hidden: bool = False) -> str | None:
         """The relation a table's view selects from; None for a table without files."""
         if not source.files:
             return None
@@ -432,6 +443,8 @@ class DuckDbEngine(Engine):
         # and exactly the files bytes_scanned counts.
         files = ", ".join(sql_literal(f.path) for f in source.files)
         options = f"hive_partitioning = {str(bool(keys)).lower()}, union_by_name = true"
+        if hidden:  # each row's file, for "$path" and "$bucket"
+            options += f", filename = {sql_literal(FILE_COLUMN)}"
         if keys:  # typed as declared, so that filters on them prune without casts
             types = ", ".join(
                 f"{sql_literal(k.name)}: {sql_literal(duck_type(k.type))}" for k in keys
