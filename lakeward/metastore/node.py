@@ -108,10 +108,16 @@ class MetastoreNode:
         if self.process.pid() is not None:
             if self.healthy():
                 return False
-            raise StackError(
-                f"{self.process.name} is running but does not answer on {self.uri}; "
-                f"see {self.process.log_file}, or restart it: lakeward metastore heal"
-            )
+            # Running but not answering: it may be starting (another up or heal launched it
+            # moments ago, its JVM still loading) or slow to answer on a loaded machine.
+            try:
+                self.wait_ready()
+            except StackError as exc:
+                raise StackError(
+                    f"{self.process.name} is running but does not answer on {self.uri}; "
+                    f"restart it: lakeward metastore heal. {exc.message}"
+                ) from None
+            return False
         self._check_port()
         java = find_java(self.settings.metastore.java_home)
         self.backend.check()
