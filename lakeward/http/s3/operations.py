@@ -99,6 +99,10 @@ class Operations:
             return datetime.fromtimestamp(0).astimezone()
         return datetime.fromtimestamp((local / bucket).stat().st_mtime).astimezone()
 
+    async def _authorize(self, action: str, resource: str) -> None:
+        """``access.authorize`` off the event loop: its audit record is a committed write."""
+        await run_in_threadpool(self.access.authorize, action, resource)
+
     def _check_bucket(self, bucket: str) -> None:
         if bucket not in self.storage.buckets():
             raise no_such_bucket(bucket)
@@ -106,10 +110,10 @@ class Operations:
     async def _bucket_call(self, call: Call) -> Response:
         params, method = call.params, call.method
         if method == "HEAD":
-            self.access.authorize("s3:ListBucket", s3_arn(call.bucket))
+            await self._authorize("s3:ListBucket", s3_arn(call.bucket))
             return Response(headers={"x-amz-bucket-region": self.region})
         if method == "GET" and "location" in params:
-            self.access.authorize("s3:GetBucketLocation", s3_arn(call.bucket))
+            await self._authorize("s3:GetBucketLocation", s3_arn(call.bucket))
             # us-east-1 is told by an empty constraint, as S3 answers for it.
             region = "" if self.region == "us-east-1" else self.region
             return _xml(document("LocationConstraint", [], text=region))
@@ -262,7 +266,7 @@ class Operations:
         if method == "DELETE" and "uploadId" in params:
             return await run_in_threadpool(self.abort_upload, call)
         if method == "DELETE" and not params:
-            self.access.authorize("s3:DeleteObject", s3_arn(call.bucket, call.key))
+            await self._authorize("s3:DeleteObject", s3_arn(call.bucket, call.key))
             await run_in_threadpool(self._delete, call.bucket, call.key)
             return Response(status_code=204)
         if method == "POST" and "uploads" in params:
@@ -313,7 +317,7 @@ class Operations:
         raise S3Error("SlowDown", "The object keeps changing; try again", 503)
 
     async def _with_body(self, call: Call, then: Callable[[Call, BinaryIO], Response]) -> Response:
-        self.access.authorize("s3:PutObject", s3_arn(call.bucket, call.key))
+        await self._authorize("s3:PutObject", s3_arn(call.bucket, call.key))
         length = call.headers.get("content-length")
         if length is None and call.headers.get("transfer-encoding") != "chunked":
             raise S3Error(

@@ -112,7 +112,8 @@ def decode(
     headers: Mapping[str, str],
     signed: Signed,
 ) -> Decoded:
-    """Check ``raw`` (the body as it came) and write the object's bytes to ``out``.
+    """Check ``raw`` (the body as it came); the object's bytes are ``raw`` itself for a plain
+    body, else the chunks' data, written to ``out``.
 
     ``headers`` have lower-case names. Raises AccessDenied (a chunk signature that does not
     match), S3Error BadDigest (a hash or checksum that does not), InvalidRequest (a
@@ -124,6 +125,9 @@ def decode(
     sha256 = hashlib.sha256()
     size = 0
 
+    # A plain body is the object's bytes as it came: checked where it is, not copied.
+    chunked = declared in STREAMING
+
     def take(data: bytes) -> None:
         nonlocal size
         size += len(data)
@@ -131,10 +135,11 @@ def decode(
         sha256.update(data)
         for checker in sums.values():
             checker.update(data)  # type: ignore[attr-defined]
-        out.write(data)
+        if chunked:
+            out.write(data)
 
     trailers: dict[str, str] = {}
-    if declared in STREAMING:
+    if chunked:
         trailers = _dechunk(raw, take, declared, signed)
         _check_length(headers.get("x-amz-decoded-content-length"), size)
         for name in trailers:
@@ -167,9 +172,10 @@ def decode(
     content_md5 = headers.get("content-md5")
     if content_md5 is not None and content_md5 != base64.b64encode(md5.digest()).decode():
         raise _bad_digest("The Content-MD5 you specified did not match what we received.")
-    out.flush()
-    out.seek(0)
-    return Decoded(out, size, md5.hexdigest())
+    stored = out if chunked else raw
+    stored.flush()
+    stored.seek(0)
+    return Decoded(stored, size, md5.hexdigest())
 
 
 def _checker(algorithm: str) -> object:

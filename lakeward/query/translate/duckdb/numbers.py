@@ -214,7 +214,7 @@ def round_type(node: exp.Round) -> Numeric | None:
 
 
 # Functions whose result is a double whatever their arguments.
-_DOUBLE_FUNCTIONS = (
+DOUBLE_FUNCTIONS = (
     exp.Sqrt, exp.Cbrt, exp.Pow, exp.Exp, exp.Ln, exp.Log, exp.Rand, exp.Stddev,
     exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop,
 )  # fmt: skip
@@ -241,7 +241,7 @@ def floating(node: exp.Expr) -> bool:
     branches = _branches(node)
     if branches is not None:
         return any(floating(b) for b in branches)
-    return isinstance(node, _DOUBLE_FUNCTIONS)
+    return isinstance(node, DOUBLE_FUNCTIONS)
 
 
 TYPE_KEY = "trino_numeric"

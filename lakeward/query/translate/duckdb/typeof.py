@@ -43,10 +43,6 @@ _DOUBLE_NAMES = {
     "cos", "sin", "tan", "acos", "asin", "atan", "atan2", "cosh", "tanh", "degrees",
     "radians", "pi", "e", "infinity", "nan",
 }  # fmt: skip
-_DOUBLE_FUNCTIONS = (
-    exp.Sqrt, exp.Cbrt, exp.Pow, exp.Exp, exp.Ln, exp.Log, exp.Rand, exp.Stddev,
-    exp.StddevPop, exp.StddevSamp, exp.Variance, exp.VariancePop,
-)  # fmt: skip
 
 
 def hive_type_name(hive: HiveType) -> str | None:
@@ -100,7 +96,7 @@ def _double(node: exp.Expr) -> bool:
         return bool(node.to.this == exp.DataType.Type.DOUBLE)
     if isinstance(node, exp.Column):
         return node.meta.get(numbers.STORED_KEY) is True and _stored(node) == "double"
-    if isinstance(node, _DOUBLE_FUNCTIONS):
+    if isinstance(node, numbers.DOUBLE_FUNCTIONS):
         return True
     if isinstance(node, exp.Anonymous):
         return node.name.lower() in _DOUBLE_NAMES
