@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Protocol
+from urllib.parse import quote, unquote_plus
 
 from botocore.auth import S3SigV4Auth, SigV4Auth
 from botocore.awsrequest import AWSRequest, HTTPHeaders
@@ -288,6 +289,7 @@ def _expected_signature(
     service: str,
 ) -> str:
     """The signature botocore would compute for this request at the request's own time."""
+    query = _canonical_query(query)
     url = f"http://{headers['host']}{path}" + (f"?{query}" if query else "")
     request = AWSRequest(
         method=method, url=url, headers={name: headers[name] for name in signed}, data=body
@@ -303,6 +305,18 @@ def _expected_signature(
     canonical = signer.canonical_request(request)
     result: str = signer.signature(signer.string_to_sign(request, canonical), request)
     return result
+
+
+def _canonical_query(query: str) -> str:
+    """The query string as SigV4 canonicalizes it: each name and value decoded, then
+    percent-encoded but for ``A-Za-z0-9-_.~``. The AWS SDK for Java (Hadoop's s3a) sends a
+    space as ``+`` on the wire and signs it as ``%20``; botocore sends what it signs."""
+
+    def encoded(text: str) -> str:
+        return quote(unquote_plus(text), safe="-_.~")
+
+    pairs = (pair.partition("=") for pair in query.split("&") if pair)
+    return "&".join(f"{encoded(name)}={encoded(value)}" for name, _, value in pairs)
 
 
 class _AsSigned(SigV4Auth):  # type: ignore[misc]

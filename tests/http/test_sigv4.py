@@ -81,6 +81,17 @@ def test_raw_path_and_query_are_signed_as_sent() -> None:
     assert "does not match" in denied(headers, path="/athena/a%20b/", query="b=3&a=1")
 
 
+def test_a_query_is_checked_as_sigv4_canonicalizes_it() -> None:
+    """The AWS SDK for Java (Hadoop's s3a) signs a space in a query value as %20 and sends
+    it as '+': the same request, as AWS S3 accepts it. A literal '+' is sent as %2B."""
+    headers = sign(url=f"http://{HOST}/?prefix=x%20y%2F&list-type=2")
+    assert check(headers, query="list-type=2&prefix=x+y%2F") == KEY
+    assert check(headers, query="prefix=x%20y%2F&list-type=2") == KEY
+    plus = sign(url=f"http://{HOST}/?prefix=a%2Bb")
+    assert check(plus, query="prefix=a%2Bb") == KEY
+    assert "does not match" in denied(plus, query="prefix=a+b")
+
+
 def test_tampered_body_or_header_is_a_signature_mismatch() -> None:
     headers = sign()
     assert denied(headers, body=b'{"QueryExecutionId":"q-2"}').startswith(
