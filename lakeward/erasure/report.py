@@ -46,6 +46,7 @@ from lakeward.erasure.requests import Request
 from lakeward.erasure.service import ErasureIndexService
 from lakeward.errors import LakewardError, ObjectNotFound
 from lakeward.storage import Storage
+from lakeward.storage.paths import public_uri
 
 REPORTS_PREFIX = "reports/erasure/"
 _FORMAT_LAYERS = {"jsonl": JSON_LINES, "csv": CSV, "parquet": PARQUET, "filename": FILE_NAME,
@@ -117,11 +118,14 @@ def plan(
             if holding.layer == DATABASE_LAYER:
                 target = _relational_target(mappers.relational, holding.location)
             else:
-                target = _object_target(storage, mappers.dataset(holding.dataset), holding)
+                target = _object_target(
+                    service.settings, storage, mappers.dataset(holding.dataset), holding
+                )
                 within = guard.format_of(target.bucket, target.key)
                 if within is not None:
+                    table_name = public_uri(service.settings, target.bucket, within[1])
                     inside_tables.append({"uri": target.uri, "format": within[0],
-                                          "table": storage.uri(target.bucket, within[1]),
+                                          "table": table_name,
                                           "user_id": user_id})  # fmt: skip
                     continue
             for one in _with_sidecar(target, holding, mappers):
@@ -152,9 +156,11 @@ def plan(
     return targets, layers
 
 
-def _object_target(storage: Storage, mapper: DatasetMapper, holding: Holding) -> Target:
-    uri: str = holding.location
-    bucket, key = split_uri(storage, uri)
+def _object_target(
+    settings: Settings, storage: Storage, mapper: DatasetMapper, holding: Holding
+) -> Target:
+    bucket, key = split_uri(storage, holding.location)
+    uri = public_uri(settings, bucket, key)  # the name reports and certificates show
     etag: str | None = holding.etag
     try:
         info = storage.stat(bucket, key)
@@ -324,7 +330,7 @@ def retained_copies(
         if top == REPORTS_PREFIX.split("/")[0]:
             continue
         if not any(c.startswith(prefix) or prefix.startswith(c) for c in covered):
-            copies.append({"copy": storage.uri(bucket, top + "/"),
+            copies.append({"copy": public_uri(settings, bucket, top + "/"),
                            "kind": "zone not indexed (raw copies are not searched)",
                            "state": "retained"})  # fmt: skip
     return copies

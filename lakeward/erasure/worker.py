@@ -254,7 +254,8 @@ class WorkflowSteps:
             if target.layer not in OBJECT_LAYERS:
                 self._reindex(target)
             elif not storage.exists(target.bucket, target.key):
-                self.index.store.remove_object(target.uri)
+                # The index keys objects by the storage's URI; target.uri is the S3 name.
+                self.index.store.remove_object(storage.uri(target.bucket, target.key))
             elif mapper is not None:
                 to_read.append((target, mapper))
 
@@ -282,7 +283,8 @@ class WorkflowSteps:
             if self.index.storage.exists(target.bucket, target.key):
                 self.index.index_object(target.bucket, target.key)
             else:
-                self.index.store.remove_object(target.uri)
+                storage = self.index.storage
+                self.index.store.remove_object(storage.uri(target.bucket, target.key))
         elif target.layer == RELATIONAL:
             names = [m.name for m in self.index.mappers().relational if m.location == target.uri]
             self.index.index_relational(names)

@@ -80,6 +80,8 @@ def test_request_to_certificate_with_email_approval(
     assert set(mail["X-Rcpt"].split(", ")) == set(APPROVERS)
     saved = json.loads(storage.get(bucket, report.report_prefix(created.id) + "report.json"))
     assert saved["totals"]["objects"] > 10 and saved["layers"]["database"]
+    # Objects are named as every S3 tool names them, in the report and the certificate.
+    assert all(e["uri"].startswith(f"s3://{bucket}/") for e in saved["layers"]["lake"])
     assert report.digest(report.encode(saved)) == flow.store.get(created.id).report_digest
     for name in ("report.txt", "report.html"):
         assert gone[0] in storage.get(bucket, report.report_prefix(created.id) + name).decode()
@@ -110,6 +112,7 @@ def test_request_to_certificate_with_email_approval(
     assert certificate["user_id_sha256"] == [report.hash_id(u) for u in final.user_ids]
     assert gone[0] not in json.dumps(certificate)
     assert certificate["index_entries_remaining"] == 0
+    assert all(o["uri"].startswith(f"s3://{bucket}/") for o in certificate["objects"])
     rewritten = [o for o in certificate["objects"] if o["action"] == "rewritten"]
     assert rewritten and all(o["before_sha256"] != o["after_sha256"] for o in rewritten)
     assert all(o["remaining"] == 0 for o in certificate["objects"] + certificate["tables"])
