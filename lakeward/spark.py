@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakeward.config import Settings
-from lakeward.jvm import find_java, java_env
+from lakeward.errors import ConfigError
+from lakeward.jvm import find_java, java_env, s3a_jars
+from lakeward.metastore.launcher import LAKE_FILE_SYSTEM, launcher_classes
 from lakeward.metastore.uris import metastore_uris
-from lakeward.storage.paths import hadoop_conf, hadoop_uri, warehouse_uri
+from lakeward.storage.paths import catalog_uri, hadoop_conf, local_path, warehouse_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,7 +33,9 @@ def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str
     """The Spark settings of the stack; ``settings.spark.conf`` wins over them."""
     conf = {
         "spark.app.name": app_name,
-        "spark.sql.warehouse.dir": hadoop_uri(warehouse_uri(settings)),
+        "spark.sql.warehouse.dir": catalog_uri(settings, warehouse_uri(settings)),
+        # The lake is read and written by its s3:// names through Hadoop's s3a connector.
+        "spark.jars": ",".join(str(jar) for jar in s3a_jars()),
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
@@ -50,9 +54,32 @@ def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str
     if hive:
         conf["spark.sql.catalogImplementation"] = "hive"
         conf.update(metastore_conf(metastore_uris(settings)))
-    conf.update(hadoop_conf(settings))
+    conf.update({f"spark.hadoop.{key}": value for key, value in hadoop_conf(settings).items()})
+    conf.update(direct_lake_conf(settings))
     conf.update(settings.spark.conf)
     return conf
+
+
+def direct_lake_conf(settings: Settings) -> dict[str, str]:
+    """With ``spark.lake_access = "direct"``: the embedded lake's s3:// names read and
+    written straight from its directory (the metastore's LakeFileSystem), with no HTTP hop.
+    Only a local master shares this machine's files; a cluster goes through the endpoint."""
+    lake_dir = local_path(settings.lake_root)
+    if settings.spark.lake_access != "direct" or lake_dir is None:
+        return {}
+    if not settings.spark.master.startswith("local"):
+        raise ConfigError(
+            f'spark.lake_access = "direct" needs a local master, not {settings.spark.master}: '
+            "a cluster's executors reach the lake through the S3 endpoint"
+        )
+    java = find_java(settings.metastore.java_home)
+    classes = launcher_classes(java, settings.data_dir / "metastore")
+    return {
+        "spark.driver.extraClassPath": str(classes),
+        "spark.hadoop.fs.s3.impl": LAKE_FILE_SYSTEM,
+        "spark.hadoop.fs.s3a.impl": LAKE_FILE_SYSTEM,
+        "spark.hadoop.lakeward.lake.dir": str(lake_dir),
+    }
 
 
 def metastore_conf(uris: list[str]) -> dict[str, str]:
@@ -91,10 +118,12 @@ def build_session(settings: Settings, app_name: str, hive: bool = True) -> Spark
             }
         )
         (settings.data_dir / "spark" / "tmp").mkdir(parents=True, exist_ok=True)
-        if settings.spark.master.startswith("local"):
-            # A local driver has no business on the network.
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            # Python UDFs run in workers that import lakeward: this interpreter has it.
+        if settings.spark.master.startswith("local") or settings.spark.workers:
+            # A local driver, or one of the stack's own cluster, stays on this machine's
+            # address; Python UDFs run in workers that import lakeward: this interpreter
+            # has it.
+            host = "127.0.0.1" if settings.spark.master.startswith("local") else None
+            os.environ.setdefault("SPARK_LOCAL_IP", host or settings.spark.cluster_host)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 

@@ -15,6 +15,7 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from lakeward.config import STATE_FILE_NAME, Settings
@@ -25,8 +26,14 @@ from lakeward.metastore.node import MetastoreNode
 from lakeward.metastore.uris import metastore_uris
 from lakeward.process import ManagedProcess, free_port, listens_on, port_is_free
 from lakeward.progress import Progress
+from lakeward.spark_cluster import DEFAULT_MASTER_PORT as SPARK_MASTER_PORT
+from lakeward.spark_cluster import SparkCluster
 from lakeward.storage import load_storage
-from lakeward.storage.paths import bucket_uri, local_path, warehouse_uri
+from lakeward.storage.paths import catalog_uri, local_path, public_uri, warehouse_uri
+
+if TYPE_CHECKING:
+    from lakeward.metastore.client import MetastoreClient
+    from lakeward.metastore.names import Renamed
 
 SERVER_PORT = 8950
 METASTORE_INSTANCE = "metastore"  # the managed database instance `up` creates if none is set
@@ -93,6 +100,12 @@ def pin_settings(settings: Settings) -> Settings:
         updates["server"] = server.model_copy(
             update={"port": free_port(server.host, SERVER_PORT, exclude=taken)}
         )
+    spark = settings.spark
+    if spark.workers and not spark.master.startswith("spark://"):
+        # The stack's own standalone master: its port is kept with the rest.
+        port = free_port(spark.cluster_host, SPARK_MASTER_PORT)
+        master = f"spark://{spark.cluster_host}:{port}"
+        updates["spark"] = spark.model_copy(update={"master": master})
     pinned = settings.model_copy(update=updates)
     write_state(pinned)
     return pinned
@@ -129,13 +142,14 @@ class Stack:
     def __init__(self, settings: Settings, progress: Progress | None = None) -> None:
         self.settings = settings
         self.progress = progress or Progress()
+        self.renamed: Renamed | None = None  # by up: file:// locations given s3:// names
 
     @property
     def server_process(self) -> ManagedProcess:
         return ManagedProcess("server", self.settings.data_dir / "run")
 
     def server_url(self) -> str:
-        return f"http://{self.settings.server.host}:{self.settings.server.port}"
+        return self.settings.server_url
 
     def metastore_nodes(self) -> list[MetastoreNode]:
         if self.settings.metastore.port is None:  # never started: no node to speak of
@@ -152,11 +166,13 @@ class Stack:
         storage = load_storage(self.settings)
         storage.ensure_bucket(self.settings.lake.data_bucket)
         self.start_metastore(heal=True)
+        self.start_spark_cluster()
         identities = self.seed_identities()
         self.start_server()
         from lakeward.metastore.client import MetastoreClient
 
         with MetastoreClient(metastore_uris(self.settings)) as client:
+            self.rename_lake_locations(client)
             database = self.settings.covid.database
             loaded = database in client.databases() and set(COVID_TABLES) <= set(
                 client.tables(database)
@@ -167,7 +183,18 @@ class Stack:
             CovidEtl(self.settings, self.progress, storage).run(covid_source)
         outputs = {**self.outputs(), **identities, **self.seed_bi()}
         write_state(self.settings, outputs)
+        if self.renamed:
+            outputs["renamed_to_s3_names"] = (
+                f"{self.renamed.tables} table(s), {self.renamed.partitions} partition(s)"
+            )
         return outputs
+
+    def rename_lake_locations(self, client: MetastoreClient) -> None:
+        """A stack made with ``file://`` locations has them renamed to ``s3://`` names."""
+        from lakeward.metastore.names import rename_lake_locations
+
+        with self.progress.step("s3:// names in the metastore"):
+            self.renamed = rename_lake_locations(self.settings, client)
 
     def seed_identities(self) -> dict[str, str]:
         """The seed's users, groups, policies and their secrets (idempotent)."""
@@ -205,6 +232,14 @@ class Stack:
             for node in started:
                 node.wait_ready()
         return [node.process.name for node in started]
+
+    def start_spark_cluster(self) -> None:
+        """Start the Spark master and workers ``spark.workers`` asks for (none by default)."""
+        if self.settings.spark.workers:
+            with self.progress.step(
+                f"start Spark master and {self.settings.spark.workers} worker(s)"
+            ):
+                SparkCluster(self.settings).start()
 
     def ensure_database_instance(self) -> None:
         """Create (if missing) and start the managed instance ``metastore.instance`` names.
@@ -270,8 +305,9 @@ class Stack:
             "data_dir": str(settings.data_dir),
             "lake_root": settings.lake_root,
             "data_bucket": settings.lake.data_bucket,
-            "data_bucket_uri": bucket_uri(settings, settings.lake.data_bucket),
-            "warehouse_uri": warehouse_uri(settings),
+            # The names the metastore and every tool use (s3://... on the embedded lake too).
+            "data_bucket_uri": public_uri(settings, settings.lake.data_bucket),
+            "warehouse_uri": catalog_uri(settings, warehouse_uri(settings)),
             "metastore_uris": ",".join(metastore_uris(settings)),
             "metastore_backend": settings.metastore.backend,
             "spark_master": settings.spark.master,
@@ -295,6 +331,15 @@ class Stack:
                 "stopped" if status.pid is None else "running" if status.healthy else "unhealthy"
             )
             result.append(ComponentStatus(status.name, state, f"{status.uri} pid {status.pid}"))
+        if self.settings.spark.workers:
+            cluster = SparkCluster(self.settings)
+            seen = cluster.status()
+            state = "stopped" if cluster.master_process.pid() is None else "unhealthy"
+            if seen is not None and seen.alive_workers >= self.settings.spark.workers:
+                state = "running"
+            workers = seen.alive_workers if seen else 0
+            detail = f"{self.settings.spark.master}, {workers} worker(s) alive"
+            result.append(ComponentStatus("spark cluster", state, detail))
         pid = self.server_process.pid()
         healthy = pid is not None and self._server_healthy()
         state = "stopped" if pid is None else "running" if healthy else "unhealthy"
@@ -332,6 +377,7 @@ class Stack:
     def down(self, retain_data: bool = False) -> None:
         """Stop every process; unless ``retain_data``, delete the stack's data too."""
         self.server_process.stop()
+        SparkCluster(self.settings).stop()
         self.stop_metastore()
         self.stop_database_instances()
         if retain_data:

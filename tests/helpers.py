@@ -113,6 +113,16 @@ def over_stack(stack: Settings, data_dir: Path) -> Settings:
     return settings.model_copy(update={"lake": lake})
 
 
+def lake_path(settings: Settings, location: str) -> Path:
+    """The path on this machine of a place in a stack's embedded lake, however it is named
+    (the metastore's s3://<bucket>/<key>, or file:/...)."""
+    from lakeward.storage.paths import lake_uri, local_path
+
+    path = local_path(lake_uri(settings, location))
+    assert path is not None, f"{location} is not in the embedded lake"
+    return path
+
+
 def s3_client(url: str, key_id: str, secret: str, **config: Any) -> Any:
     """boto3's S3 client for the stack's (or a test's) S3 endpoint at ``url``."""
     import boto3

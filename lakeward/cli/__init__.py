@@ -197,9 +197,22 @@ def credentials(data_dir: DataDir = None) -> None:
     out.print(f"export AWS_SECRET_ACCESS_KEY={settings.api.secret_access_key}", highlight=False)
     out.print(f"export AWS_DEFAULT_REGION={settings.api.region}", highlight=False)
     if settings.server.port is not None:
-        url = f"http://{settings.server.host}:{settings.server.port}"
+        url = settings.server_url
         # Every AWS SDK and the aws CLI send all services (Athena, S3) here.
         out.print(f"export AWS_ENDPOINT_URL={url}", highlight=False)
+
+
+@app.command("spark-conf")
+def spark_conf(data_dir: DataDir = None) -> None:
+    """Print the stack's Spark settings as a properties file, for any Spark of your own:
+    spark-sql --properties-file <(lakeward spark-conf). It holds the stack's key pair."""
+    from lakeward.spark import spark_conf as stack_spark_conf
+
+    settings = settings_for(data_dir)
+    if settings.server.port is None:
+        raise StackError("the stack has not been started yet; start it with: lakeward up")
+    for key, value in stack_spark_conf(settings, "lakeward-spark").items():
+        out.print(f"{key} {value}", highlight=False, soft_wrap=True)
 
 
 def main() -> None:

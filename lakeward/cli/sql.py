@@ -23,7 +23,7 @@ def athena_client(settings: Settings, endpoint: str | None = None) -> Any:
     if endpoint is None:
         if settings.server.port is None:
             raise StackError("the stack is not up; start it with: lakeward up")
-        endpoint = f"http://{settings.server.host}:{settings.server.port}"
+        endpoint = settings.server_url
     return boto3.client(
         "athena",
         endpoint_url=endpoint,

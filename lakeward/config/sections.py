@@ -150,6 +150,23 @@ class SparkSettings(_Section):
     master: str = "local[*]"
     driver_memory: str = Field(default="2g", pattern=r"^\d+[kmg]$")
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark conf")
+    lake_access: Literal["endpoint", "direct"] = Field(
+        default="endpoint",
+        description="How Spark reaches the embedded lake's s3:// names: through the stack's "
+        "S3 endpoint with s3a, or (a local master only) straight from its files",
+    )
+    workers: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="Spark standalone workers `up` starts on this machine, with a master "
+        "that becomes `master`; 0: none, `master` as given",
+    )
+    worker_cores: int = Field(default=1, ge=1, le=256, description="Cores of each worker")
+    worker_memory: str = Field(default="2g", pattern=r"^\d+[kmg]$")
+    cluster_host: str = Field(
+        default="127.0.0.1", description="Address the started master and workers listen on"
+    )
 
     @field_validator("master")
     @classmethod
@@ -351,6 +368,11 @@ class Settings(BaseModel):
     @property
     def lake_root(self) -> str:
         return self.lake.root or (self.data_dir / "lake").resolve().as_uri()
+
+    @property
+    def server_url(self) -> str:
+        """Where the stack's HTTP server answers: the console, Athena's API and S3's."""
+        return f"http://{self.server.host}:{self.server.port}"
 
     @property
     def state_file(self) -> Path:

@@ -50,7 +50,7 @@ from lakeward.metastore.uris import metastore_uris
 from lakeward.progress import Progress
 from lakeward.query import formats
 from lakeward.storage import Storage, load_storage
-from lakeward.storage.paths import data_uri, hadoop_uri, warehouse_uri
+from lakeward.storage.paths import catalog_uri, data_uri, warehouse_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -203,7 +203,9 @@ class CovidEtl:
         ) -> tuple[DataFrame, transform.ParseStats]:
             header = headers[measure.name]
             with self.progress.spark_job(spark.sparkContext, f"parse {measure.file_name}"):
-                frame = transform.parse_lines(spark, hadoop_uri(report.raw_uri), header, measure)
+                frame = transform.parse_lines(
+                    spark, catalog_uri(self.settings, report.raw_uri), header, measure
+                )
                 frame = frame.persist()
                 stats = transform.parse_stats(frame)
             report.rows_read = stats.rows
@@ -228,7 +230,7 @@ class CovidEtl:
         report: EtlReport,
     ) -> dict[str, str]:
         def write(table: str, frame: DataFrame) -> str:
-            location = hadoop_uri(data_uri(self.settings, f"{PARQUET_PREFIX}/{table}/v{run_id}"))
+            location = self._name(f"{PARQUET_PREFIX}/{table}/v{run_id}")
             with self.progress.spark_job(spark.sparkContext, f"write {table}"):
                 frame.write.mode("errorifexists").parquet(location)
             return location
@@ -261,7 +263,8 @@ class CovidEtl:
         return the locations the tables had before."""
         if self.database not in metastore.databases():
             metastore.create_database(
-                self.database, hadoop_uri(f"{warehouse_uri(self.settings)}/{self.database}.db")
+                self.database,
+                catalog_uri(self.settings, f"{warehouse_uri(self.settings)}/{self.database}.db"),
             )
         schemas = transform.table_schemas()
         previous = {}
@@ -289,11 +292,16 @@ class CovidEtl:
                 step.advance()
         return previous
 
+    def _name(self, key: str) -> str:
+        """The name of a place in the data bucket, as Spark and the metastore see it
+        (``s3://``: Spark reaches the lake through s3a)."""
+        return catalog_uri(self.settings, data_uri(self.settings, key))
+
     def _raw_table(self, measure: Measure, header: Header, run_id: str) -> TableInfo:
         """The raw zone's file of a measure as an external CSV table, as Athena users
         declare one: OpenCSVSerde (province names hold commas inside quotes), the header
         line skipped, one column per date."""
-        location = hadoop_uri(data_uri(self.settings, f"{RAW_PREFIX}/{measure.name}"))
+        location = self._name(f"{RAW_PREFIX}/{measure.name}")
         return TableInfo(
             database=self.database,
             name=raw_table(measure),

@@ -15,11 +15,16 @@ from xml.sax.saxutils import escape
 
 from lakeward.config import Settings
 from lakeward.errors import StackError
-from lakeward.jvm import find_java, java_env
+from lakeward.jvm import find_java, java_env, s3a_jars
 from lakeward.metastore.backends import MetastoreBackend, load_backend
-from lakeward.metastore.launcher import CHANGE_LISTENER, LAUNCHER_CLASS, launcher_classes
+from lakeward.metastore.launcher import (
+    CHANGE_LISTENER,
+    LAKE_FILE_SYSTEM,
+    LAUNCHER_CLASS,
+    launcher_classes,
+)
 from lakeward.process import ManagedProcess, listens_on, port_is_free
-from lakeward.storage.paths import hadoop_uri, warehouse_uri
+from lakeward.storage.paths import catalog_uri, hadoop_conf, local_path, warehouse_uri
 
 DEFAULT_PORT = 9083
 WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
@@ -131,13 +136,19 @@ class MetastoreNode:
             f"-Dlog4j.configurationFile={self.conf_dir / 'log4j2.properties'}",
             f"-Dderby.stream.error.file={self.process.run_dir / 'derby.log'}",
             "-cp",
-            f"{self.conf_dir}:{self.backend.classpath()}:{launcher}",
+            ":".join([str(self.conf_dir), self.backend.classpath(), str(launcher), *self._jars()]),
             LAUNCHER_CLASS,
             self.bind_address,
             str(self.port),
         ]
         self.process.start(command, env=java_env(java))
         return True
+
+    def _jars(self) -> list[str]:
+        """Hadoop's s3a connector, for a lake on S3."""
+        if local_path(self.settings.lake_root) is not None:
+            return []
+        return [str(jar) for jar in s3a_jars()]
 
     def wait_ready(self) -> None:
         self.process.wait_until(self.healthy, self.settings.metastore.start_timeout, "ready")
@@ -152,13 +163,29 @@ class MetastoreNode:
     def stop(self) -> bool:
         return self.process.stop()
 
+    def _lake_file_system(self) -> dict[str, str]:
+        """How the node reaches the lake's s3:// names: the embedded lake's directory
+        directly (launcher/LakeFileSystem.java), an S3 lake through s3a."""
+        lake_dir = local_path(self.settings.lake_root)
+        if lake_dir is not None:
+            return {
+                "fs.s3.impl": LAKE_FILE_SYSTEM,
+                "fs.s3a.impl": LAKE_FILE_SYSTEM,
+                "lakeward.lake.dir": str(lake_dir),
+            }
+        return hadoop_conf(self.settings)
+
     def write_conf(self) -> None:
         """The nodes' hive-site.xml (shared by all nodes; written whole, then renamed)."""
         settings = self.settings
         properties = {
             **self.backend.connection_properties(),
             **self.backend.datanucleus_properties(),
-            "hive.metastore.warehouse.dir": hadoop_uri(warehouse_uri(settings)),
+            "hive.metastore.warehouse.dir": catalog_uri(settings, warehouse_uri(settings)),
+            # A new folder is made as it is: Hive would copy its parent's owner and
+            # permissions with a shell command per folder, which an object store has not.
+            "hive.warehouse.subdir.inherit.perms": "false",
+            **self._lake_file_system(),
             # The schema exists already (created eagerly); never create tables lazily.
             "datanucleus.schema.autoCreateAll": "false",
             # A shared database has its VERSION row written with the schema, under

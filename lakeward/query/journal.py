@@ -30,7 +30,7 @@ from lakeward.errors import (
     TableNotFound,
 )
 from lakeward.query.model import TableRef
-from lakeward.storage.paths import file_uri, lake_place
+from lakeward.storage.paths import catalog_uri, lake_place, public_uri, same_place
 
 if TYPE_CHECKING:
     from lakeward.config import Settings
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 @contextmanager
 def table_lock(settings: Settings, location: str, *, shared: bool) -> Iterator[None]:
     """Hold the lock of the table at ``location`` (shared to list, exclusive to publish)."""
-    key = file_uri(location.replace("s3a://", "s3://", 1)).rstrip("/")
+    key = catalog_uri(settings, location).rstrip("/")  # one lock whatever the spelling
     directory = settings.data_dir / "run" / "table-locks"
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.lock"
@@ -79,11 +79,24 @@ class Write:
         execution_id: str,
         owner: str,
         location: str,
+        in_lake: bool = False,
     ) -> None:
         self.settings, self.storage, self.store = settings, storage, store
         self.execution_id = execution_id
         self.location = location.rstrip("/")
         self.staging = settings.data_dir / "query" / "staging" / execution_id
+        # The staging directory's s3:// name, when it is in the lake.
+        self.staging_name: str | None = None
+        lake_dir = storage.local_dir
+        place = lake_place(settings, self.location)
+        if in_lake and lake_dir is not None and place is not None:
+            # A folder of the target's own that readers skip (its name starts with '.'),
+            # as Hive's .hive-staging folders: a cluster's executors write into it by
+            # its s3:// name, and publishing takes the files from it.
+            bucket, key = place
+            folder = f"{key}/.lakeward-staging-{execution_id}".lstrip("/")
+            self.staging = lake_dir / bucket / folder
+            self.staging_name = public_uri(settings, bucket, folder)
         self.objects: list[tuple[str, str]] = []
         self.created: tuple[Catalog, TableRef] | None = None
         shutil.rmtree(self.staging, ignore_errors=True)
@@ -163,20 +176,13 @@ def _undo(
             table = None
         # Only the table this write made: one made meanwhile by someone else (the
         # create then failed) is elsewhere, as every CTAS writes its own location.
-        if table is not None and _same(table.location, location):
+        if table is not None and same_place(settings, table.location, location):
             with contextlib.suppress(TableNotFound):  # dropped meanwhile by another process
                 client.drop_table(ref.database, ref.table)
     with table_lock(settings, location, shared=False):
         for bucket, key in objects:
             with contextlib.suppress(ObjectNotFound):  # not published when the write stopped
                 storage.delete(bucket, key)
-
-
-def _same(one: str, other: str) -> bool:
-    def plain(uri: str) -> str:
-        return file_uri(uri.replace("s3a://", "s3://", 1)).rstrip("/")
-
-    return plain(one) == plain(other)
 
 
 class Journal:
@@ -188,12 +194,19 @@ class Journal:
 
     @contextmanager
     def write(
-        self, execution_id: str, location: str, cancelled: Callable[[], bool]
+        self,
+        execution_id: str,
+        location: str,
+        cancelled: Callable[[], bool],
+        in_lake: bool = False,
     ) -> Iterator[Write]:
-        """One statement's write to ``location``, staged in ``Write.staging``: the statement
+        """One statement's write to ``location``, staged in ``Write.staging`` (in the lake
+        with ``in_lake``, for an engine whose writers run elsewhere): the statement
         publishes its files and registers its table or partitions inside; leaving the
         block commits, unless the query was stopped; any failure rolls everything back."""
-        write = Write(self.settings, self.storage, self.store, execution_id, self.owner, location)
+        write = Write(
+            self.settings, self.storage, self.store, execution_id, self.owner, location, in_lake
+        )
         try:
             yield write
             write.registered(cancelled)

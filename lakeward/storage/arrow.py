@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from lakeward.storage.base import DEFAULT_REGION
+from lakeward.storage.paths import lake_uri
 
 if TYPE_CHECKING:
     from lakeward.config import Settings
@@ -48,11 +49,16 @@ class S3Options:
         return pafs.S3FileSystem(**options)
 
 
-def arrow_filesystem(location: str, s3: S3Options | None = None) -> tuple[pafs.FileSystem, str]:
-    """The filesystem that holds ``location`` and the path of it there.
+def arrow_filesystem(
+    location: str, s3: S3Options | None = None, settings: Settings | None = None
+) -> tuple[pafs.FileSystem, str]:
+    """The filesystem that holds ``location`` and the path of it there; with the stack's
+    ``settings``, the embedded lake's s3:// names are its files (no HTTP hop).
 
     Raises ``ValueError`` for a scheme that is neither ``file`` nor S3's.
     """
+    if settings is not None:
+        location = lake_uri(settings, location)
     # A metastore's location is a Hadoop path, not a URL: its characters are the names'
     # own (a Hive partition of "Cote d'Ivoire" is the directory "country=Cote d%27Ivoire").
     parts = urlsplit(location)

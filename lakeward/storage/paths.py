@@ -49,6 +49,20 @@ def lake_uri(settings: Settings, uri: str) -> str:
     return f"{bucket_uri(settings, bucket)}/{key}" if key else bucket_uri(settings, bucket)
 
 
+def catalog_uri(settings: Settings, uri: str) -> str:
+    """The name the metastore keeps for a place: its public name (``public_uri``) for a
+    place in the lake, however it was spelt; any other URI as it is."""
+    place = lake_place(settings, uri)
+    if place is None:
+        return uri
+    return public_uri(settings, *place)
+
+
+def same_place(settings: Settings, one: str, other: str) -> bool:
+    """Whether two spellings of a location name the same place."""
+    return catalog_uri(settings, one).rstrip("/") == catalog_uri(settings, other).rstrip("/")
+
+
 def hadoop_uri(uri: str) -> str:
     """The URI as Hadoop-based engines (Spark, the metastore) spell it.
 
@@ -110,17 +124,36 @@ def _plain(uri: str) -> str:
 
 
 def hadoop_conf(settings: Settings) -> dict[str, str]:
-    """Spark's Hadoop settings for reaching the lake: the s3a connector's endpoint, region
-    and keys for an ``s3://`` lake; none for a ``file://`` one."""
+    """Hadoop's settings (unprefixed) for reaching the lake by its ``s3://`` names with the
+    s3a connector: through the stack's own S3 endpoint, signed with the stack's key pair,
+    for the embedded lake; through the configured endpoint (AWS S3, MinIO) for an S3 lake.
+
+    ``s3://`` is read by s3a too (as on EMR), so the names the metastore keeps work as they
+    are. No other credential source is tried: s3a's default chain would probe the network.
+    """
     lake = settings.lake
-    if not settings.lake_root.startswith("s3://"):
-        return {}
-    conf = {"spark.hadoop.fs.s3a.path.style.access": "true" if lake.s3_endpoint_url else "false"}
-    if lake.s3_endpoint_url:
-        conf["spark.hadoop.fs.s3a.endpoint"] = lake.s3_endpoint_url
-    if lake.s3_region:
-        conf["spark.hadoop.fs.s3a.endpoint.region"] = lake.s3_region
-    if lake.s3_access_key_id and lake.s3_secret_access_key:
-        conf["spark.hadoop.fs.s3a.access.key"] = lake.s3_access_key_id
-        conf["spark.hadoop.fs.s3a.secret.key"] = lake.s3_secret_access_key
+    endpoint: str | None
+    region: str | None
+    if settings.lake_root.startswith("file:"):
+        endpoint, region = settings.server_url, settings.api.region
+        key_id, secret = settings.api.access_key_id, settings.api.secret_access_key
+    else:
+        endpoint, region = lake.s3_endpoint_url, lake.s3_region
+        key_id, secret = lake.s3_access_key_id, lake.s3_secret_access_key
+    conf = {
+        "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+        "fs.s3a.path.style.access": "true" if endpoint else "false",
+    }
+    if endpoint:
+        conf["fs.s3a.endpoint"] = endpoint
+        conf["fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https:")).lower()
+    if region:
+        conf["fs.s3a.endpoint.region"] = region
+    if key_id and secret:
+        conf["fs.s3a.aws.credentials.provider"] = (
+            "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+        )
+        conf["fs.s3a.access.key"] = key_id
+        conf["fs.s3a.secret.key"] = secret
     return conf

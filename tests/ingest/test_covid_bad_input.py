@@ -18,6 +18,7 @@ from lakeward.ingest.reports import EtlReport
 from lakeward.metastore import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
 from lakeward.storage import load_storage
+from tests.helpers import lake_path
 
 pytestmark = pytest.mark.spark
 
@@ -64,7 +65,7 @@ def table_rows(settings: Settings, table: str) -> list[dict[str, object]]:
     with MetastoreClient(metastore_uris(settings)) as client:
         location = client.table(settings.covid.database, table).location
     rows: list[dict[str, object]] = (
-        ds.dataset(location.removeprefix("file:"), format="parquet").to_table().to_pylist()
+        ds.dataset(str(lake_path(settings, location)), format="parquet").to_table().to_pylist()
     )
     return rows
 

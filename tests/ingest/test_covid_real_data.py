@@ -15,7 +15,7 @@ import pytest
 from lakeward.config import Settings
 from lakeward.metastore import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
-from tests.helpers import parse_outputs
+from tests.helpers import lake_path, lakeward, parse_outputs
 
 pytestmark = pytest.mark.spark
 
@@ -28,18 +28,11 @@ EXPECTED = {
 }  # fmt: skip
 
 
-def local_path(location: str) -> str:
-    return (
-        location.removeprefix("file:").replace("///", "/", 1)
-        if location.startswith("file:")
-        else location
-    )
-
-
 def read_table(settings: Settings, table: str) -> ds.Dataset:
     with MetastoreClient(metastore_uris(settings)) as client:
         info = client.table(settings.covid.database, table)
-    return ds.dataset(local_path(info.location), format="parquet")
+    # The embedded lake's s3:// name, read from its files.
+    return ds.dataset(str(lake_path(settings, info.location)), format="parquet")
 
 
 def sum_on(dataset: ds.Dataset, column: str, day: str, country: str | None = None) -> int:
@@ -132,9 +125,7 @@ def test_tables_are_visible_through_the_thrift_client(stack: Settings) -> None:
                 "covid_quarantine"} <= set(client.tables("default"))  # fmt: skip
         info = client.table("default", "covid_deaths")
     assert info.table_type == "EXTERNAL_TABLE"
-    assert info.location.startswith(
-        f"file:{stack.data_dir}/lake/lakeward-data/covid_data/parquet/covid_deaths/"
-    )
+    assert info.location.startswith("s3://lakeward-data/covid_data/parquet/covid_deaths/")
     assert [(c.name, c.type) for c in info.columns] == [
         ("province_state", "string"), ("country", "string"), ("lat", "double"), ("lon", "double"),
         ("date", "date"), ("deaths", "bigint"), ("new_deaths", "bigint"),
@@ -182,3 +173,45 @@ def test_a_fresh_spark_session_reads_the_tables(stack: Settings) -> None:
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     assert answer == {"n": 330_327, "d": 972_736, "us": 6_420_040}
+
+
+def test_a_plain_spark_sql_reads_and_writes_the_lake_through_s3a(
+    stack: Settings, tmp_path: Path
+) -> None:
+    """Spark's own spark-sql, given the stack's settings (``lakeward spark-conf``), reads the
+    covid tables by their s3:// names and writes a table that lakeward's engine then reads."""
+    from lakeward.jvm import find_java, java_env, spark_home
+
+    properties = tmp_path / "spark.properties"
+    properties.write_text(lakeward("spark-conf", data_dir=stack.data_dir).stdout)
+    env = {**java_env(find_java()), "COLUMNS": "200"}
+    place = f"s3://{stack.lake.data_bucket}/spark-sql-test/deaths_0910"
+    script = (
+        "SELECT sum(deaths) FROM default.covid_deaths WHERE date = DATE'2020-09-10';"
+        "DROP TABLE IF EXISTS default.spark_sql_deaths;"
+        f"CREATE TABLE default.spark_sql_deaths USING parquet LOCATION '{place}' AS "
+        "SELECT country, sum(deaths) AS deaths FROM default.covid_deaths "
+        "WHERE date = DATE'2020-09-10' GROUP BY country;"
+    )
+    result = subprocess.run(
+        [str(spark_home() / "bin" / "spark-sql"), "--properties-file", str(properties),
+         "-S", "-e", script],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "972736" in result.stdout.split()
+    try:
+        with MetastoreClient(metastore_uris(stack)) as client:
+            written = client.table("default", "spark_sql_deaths")
+        assert written.location.rstrip("/") in (place, place.replace("s3://", "s3a://"))
+        # The files are in the lake, where the S3 endpoint and lakeward's engines find them.
+        total = ds.dataset(str(lake_path(stack, place)), format="parquet").to_table()
+        assert pc.sum(total["deaths"]).as_py() == 972_736
+        queried = lakeward(
+            "query", "SELECT sum(deaths) FROM spark_sql_deaths", "--output", "json",
+            data_dir=stack.data_dir,
+        ).stdout  # fmt: skip
+        assert "972736" in queried
+    finally:
+        with MetastoreClient(metastore_uris(stack)) as client:
+            client.drop_table("default", "spark_sql_deaths")

@@ -14,12 +14,13 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
-import lakeward.ingest.covid
 from lakeward.config import Settings
+from lakeward.ingest import covid as covid_etl
 from lakeward.jvm import find_java, java_env, spark_home
 from lakeward.metastore import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
 from lakeward.process import free_port
+from tests.helpers import lake_path, lakeward
 
 pytestmark = pytest.mark.spark
 
@@ -31,14 +32,14 @@ def locations(settings: Settings) -> dict[str, str]:
         return {t: client.table("default", t).location for t in DATA_TABLES}
 
 
-def read(location: str) -> pa.Table:
-    table = ds.dataset(location.removeprefix("file:"), format="parquet").to_table()
+def read(settings: Settings, location: str) -> pa.Table:
+    table = ds.dataset(str(lake_path(settings, location)), format="parquet").to_table()
     return table.sort_by([(c, "ascending") for c in ("country", "province_state", "date")])
 
 
 def test_a_run_killed_half_way_leaves_the_tables_intact(stack: Settings, jhu_dir: Path) -> None:
     before = locations(stack)
-    counts = {t: read(loc).num_rows for t, loc in before.items()}
+    counts = {t: read(stack, loc).num_rows for t, loc in before.items()}
     parquet = stack.data_dir / "lake" / "lakeward-data" / "covid_data" / "parquet"
     existing = {p.name for p in (parquet / "covid_confirmed_cases").iterdir()}
 
@@ -60,7 +61,7 @@ def test_a_run_killed_half_way_leaves_the_tables_intact(stack: Settings, jhu_dir
 
     assert locations(stack) == before
     for table, location in before.items():
-        assert read(location).num_rows == counts[table]
+        assert read(stack, location).num_rows == counts[table]
 
 
 @pytest.fixture
@@ -106,20 +107,25 @@ def spark_cluster(stack: Settings, tmp_path: Path) -> Iterator[str]:
 
 
 def test_spark_submit_to_a_standalone_cluster_gives_identical_tables(
-    stack: Settings, jhu_dir: Path, spark_cluster: str
+    stack: Settings, jhu_dir: Path, spark_cluster: str, tmp_path: Path
 ) -> None:
     previous = locations(stack)
-    before = {t: read(loc) for t, loc in previous.items()}
+    before = {t: read(stack, loc) for t, loc in previous.items()}
     env = {
         **java_env(find_java()),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
+    # The stack's Spark settings (the s3a connector, the lake's endpoint and keys), as a user
+    # gives them to a Spark of their own.
+    properties = tmp_path / "spark.properties"
+    properties.write_text(lakeward("spark-conf", data_dir=stack.data_dir).stdout)
     result = subprocess.run(
         [str(spark_home() / "bin" / "spark-submit"), "--master", spark_cluster,
+         "--properties-file", str(properties),
          "--conf", "spark.executor.memory=1g", "--conf", "spark.driver.memory=1g",
-         lakeward.ingest.covid.__file__, "--data-dir", str(stack.data_dir),
+         covid_etl.__file__, "--data-dir", str(stack.data_dir),
          "--source", str(jhu_dir)],
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
@@ -128,4 +134,4 @@ def test_spark_submit_to_a_standalone_cluster_gives_identical_tables(
     after = locations(stack)
     for table, expected in before.items():
         assert after[table] != previous[table], f"{table} was not replaced by the submitted run"
-        assert read(after[table]).equals(expected), table
+        assert read(stack, after[table]).equals(expected), table

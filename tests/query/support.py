@@ -12,6 +12,7 @@ from lakeward.config import Settings
 from lakeward.query.model import QueryExecution, QueryState
 from lakeward.query.service import QueryService
 from lakeward.storage.paths import lake_place
+from tests.helpers import lake_path
 
 CATALOG = "demo_hive_metastore"
 MEMORY = "mem"  # the in-memory catalog of the memory_service fixture
@@ -67,9 +68,9 @@ def lake_files(service: QueryService, location: str) -> list[str]:
     return sorted(service.storage.keys(bucket, key.rstrip("/") + "/"))
 
 
-def local(location: str) -> Path:
-    """The path of a file:// place of the lake on this machine."""
-    return Path(location.removeprefix("file://").removeprefix("file:"))
+def local(settings: Settings, location: str) -> Path:
+    """The path on this machine of a place in the embedded lake, however it is named."""
+    return lake_path(settings, location)
 
 
 def endpoint(stack: Settings) -> str:

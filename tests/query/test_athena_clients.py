@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lakeward.config import Settings
-from tests.helpers import lakeward
+from tests.helpers import lake_path, lakeward
 from tests.query.support import credentials, endpoint
 
 pytestmark = pytest.mark.spark
@@ -30,7 +30,7 @@ def expected_rows(stack: Settings) -> int:
 
     with MetastoreClient(metastore_uris(stack)) as client:
         location = client.table("default", "covid_confirmed_cases").location
-    table = ds.dataset(location.removeprefix("file:"), format="parquet")
+    table = ds.dataset(str(lake_path(stack, location)), format="parquet")
     return table.count_rows(filter=pc.field("country").isin(sorted(COUNTRIES)))
 
 

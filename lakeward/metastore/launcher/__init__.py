@@ -1,7 +1,8 @@
 """The metastore node's launcher: Hive's Thrift service bound to one address.
 
-``BoundMetastore.java`` (beside this file) and the change listener the nodes
-load (``ChangeLog.java``, see ``CHANGE_LISTENER``) are compiled with ``javac`` against
+``BoundMetastore.java`` (beside this file), the change listener the nodes
+load (``ChangeLog.java``, see ``CHANGE_LISTENER``) and the file system of the
+embedded lake's ``s3://`` names (``LakeFileSystem.java``) are compiled with ``javac`` against
 the jars in the pyspark wheel, once per stack, into the stack's data dir.
 """
 
@@ -18,7 +19,11 @@ from lakeward.jvm import spark_jars
 
 LAUNCHER_CLASS = "BoundMetastore"
 CHANGE_LISTENER = "ChangeLog"
-SOURCES = [Path(__file__).with_name(f"{name}.java") for name in (LAUNCHER_CLASS, CHANGE_LISTENER)]
+LAKE_FILE_SYSTEM = "LakeFileSystem"
+SOURCES = [
+    Path(__file__).with_name(f"{name}.java")
+    for name in (LAUNCHER_CLASS, CHANGE_LISTENER, LAKE_FILE_SYSTEM)
+]
 JDK_HINT = (
     "install a JDK with: sudo apt-get install -y openjdk-17-jdk-headless (./dev.sh install does)"
 )

@@ -75,6 +75,8 @@ class WriteTarget:
     columns: tuple[str, ...] | None = None  # names the files give the columns, in order;
     # None: the SELECT's own (INSERT INTO writes the target table's names)
     null_format: str = "\\N"  # text only: how NULL is written (serialization.null.format)
+    # The directory's s3:// name when it is in the lake (``Engine.stages_in_lake``).
+    name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,9 @@ class Engine(ABC):
 
     name: str
     dialect: str  # sqlglot dialect name
+    # Whether the engine's writes are staged in the lake (``WriteTarget.name``), where
+    # processes on other machines (a cluster's executors) can write, or on this one.
+    stages_in_lake: bool = False
 
     @abstractmethod
     def table_name(self, ref: TableRef) -> str:

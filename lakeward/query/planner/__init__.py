@@ -168,13 +168,16 @@ def _size_of(settings: Settings, location: str) -> int:
     through its objects: an empty table, not an error.
     """
     try:
-        filesystem, path = arrow_filesystem(location, S3Options.from_settings(settings))
+        filesystem, path = arrow_filesystem(location, S3Options.from_settings(settings), settings)
         selector = pafs.FileSelector(path, recursive=True, allow_not_found=True)
         infos = filesystem.get_file_info(selector)
     except (OSError, ValueError):
         raise ResourceNotFound(f"the table's location {location} cannot be read") from None
+    root = path.rstrip("/") + "/"
     return sum(
         i.size or 0
         for i in infos
-        if i.type == pafs.FileType.File and not i.base_name.startswith((".", "_"))
+        # Readers skip a name starting with '.' or '_' at any depth (a write's staging).
+        if i.type == pafs.FileType.File
+        and not any(p.startswith((".", "_")) for p in i.path.removeprefix(root).split("/"))
     )

@@ -182,8 +182,10 @@ def test_files_added_to_a_table_are_read_by_the_next_query(
         spark.sql(f"DROP TABLE default.{name}")
 
 
-def test_writes_need_a_local_master(tmp_path: Path) -> None:
+def test_a_cluster_writes_only_where_its_executors_can_reach(tmp_path: Path) -> None:
+    """Staged on this machine (a target without an s3:// name: a lake on S3), a write on a
+    cluster is refused, naming the way out; in the embedded lake it is staged by name."""
     settings = Settings(data_dir=tmp_path, spark={"master": "spark://cluster:7077"})
     target = WriteTarget(str(tmp_path / "staged"))
-    with pytest.raises(QueryFailed, match="local master only, not on spark://cluster:7077"):
+    with pytest.raises(QueryFailed, match="on spark://cluster:7077 writes tables in the embedded"):
         SparkEngine(settings).write("x", "SELECT 1 AS a", [], Limits(), target)

@@ -28,9 +28,9 @@ from lakeward.query.journal import PAUSE_FOR_TESTS
 from lakeward.query.model import QueryExecution, QueryState, WorkGroup
 from lakeward.query.service import QueryService
 from lakeward.storage import decode_key
-from lakeward.storage.paths import lake_place, lake_uri
+from lakeward.storage.paths import lake_place
 from tests.helpers import over_stack
-from tests.query.support import lake_files, local, run, wait
+from tests.query.support import lake_files, run, wait
 
 pytestmark = pytest.mark.spark
 
@@ -79,11 +79,9 @@ def test_ctas_partitioned_parquet_is_a_table_of_the_query_rows(
     table = metastore.table("default", name)
     results = execution.output_location.rsplit("/", 1)[0]
     assert table.location.rstrip("/").endswith(f"/tables/{execution.id}")
-    # The result is named s3://..., the metastore keeps the lake's own URI of the same place.
+    # The result and the table are named s3://... in the results and in the metastore.
     assert results.startswith(f"s3://{service.settings.lake.data_bucket}/query-results/")
-    assert local(table.location) == local(
-        lake_uri(service.settings, f"{results}/tables/{execution.id}")
-    )
+    assert table.location == f"{results}/tables/{execution.id}"
     assert [(c.name, c.type) for c in table.columns] == [
         ("province_state", "string"),
         ("date", "date"),

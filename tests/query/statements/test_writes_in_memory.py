@@ -77,7 +77,10 @@ def test_ctas_formats_write_what_their_serde_reads(sales: QueryService) -> None:
         name = f"ctas_{kind}"
         succeeded(sales, f"CREATE TABLE {name} WITH ({properties}) AS {query}")
         info = table(sales, name)
-        files = [local(info.location) / Path(k).name for k in lake_files(sales, info.location)]
+        files = [
+            local(sales.settings, info.location) / Path(k).name
+            for k in lake_files(sales, info.location)
+        ]
         assert len(files) == 1
         if kind == "orc":
             assert info.serde == "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
@@ -109,7 +112,9 @@ def test_insert_into_a_text_table_writes_as_its_serde_reads(sales: QueryService)
     succeeded(sales, "INSERT INTO text_target VALUES (1, 'x'), (NULL, NULL)")
     files = lake_files(sales, place)
     assert len(files) == 1 and files[0].endswith(".txt.gz")
-    text = gzip.decompress((local(place) / Path(files[0]).name).read_bytes()).decode()
+    text = gzip.decompress(
+        (local(sales.settings, place) / Path(files[0]).name).read_bytes()
+    ).decode()
     assert text.splitlines() == ["1|x", "NA|NA"]
     assert rows(sales, "SELECT a, b FROM text_target ORDER BY a") == [["1", "x"], [None, None]]
 
@@ -164,7 +169,7 @@ def test_unload_writes_files_and_no_table(sales: QueryService) -> None:
     )
     files = lake_files(sales, target)
     assert files
-    data = pq.read_table([local(target) / Path(f).name for f in files])
+    data = pq.read_table([local(sales.settings, target) / Path(f).name for f in files])
     assert [[str(data.num_rows)]] == rows(sales, f"SELECT count(*) FROM ({query})")
     assert data.column_names == ["country", "date", "confirmed"]
     assert rows(sales, "SHOW TABLES") == tables

@@ -301,7 +301,7 @@ class DuckDbEngine(Engine):
 
     def _filesystem(self, table: ResolvedTable, location: str) -> tuple[pafs.FileSystem, str]:
         try:
-            filesystem, root = arrow_filesystem(location, self.s3)
+            filesystem, root = arrow_filesystem(location, self.s3, self.settings)
         except ValueError as exc:
             if isinstance(exc, pa.ArrowException):
                 raise

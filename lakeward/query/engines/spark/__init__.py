@@ -54,6 +54,7 @@ SQL_CONF = {
 class SparkEngine(Engine):
     name = "spark"
     dialect = "spark"
+    stages_in_lake = True
 
     def __init__(self, settings: Settings, own_catalog: str = "demo_hive_metastore") -> None:
         self.settings = settings
@@ -119,12 +120,12 @@ class SparkEngine(Engine):
         through this process, which is what makes Spark the engine of a large CTAS."""
         from lakeward.query.engines.spark import writes as spark_writes
 
-        if not self.settings.spark.master.startswith("local"):
-            # The staging directory is this machine's: a cluster's executors could not
-            # write into it.
+        if target.name is None and not self.settings.spark.master.startswith("local"):
+            # Staged on this machine (a lake on S3 is staged here): a cluster's executors
+            # could not write into it.
             raise QueryFailed(
-                f"the Spark engine writes tables on a local master only, not on "
-                f"{self.settings.spark.master}; run this statement in a DuckDB workgroup"
+                f"the Spark engine on {self.settings.spark.master} writes tables in the "
+                "embedded lake only; run this statement in a DuckDB workgroup"
             )
         _refuse_tables_read_otherwise(tables)
         session = self.session

@@ -27,6 +27,7 @@ import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.orc as orc
@@ -121,7 +122,8 @@ def write(session: SparkSession, sql: str, target: WriteTarget) -> WriteResult:
     # Always given: Spark's default (snappy for Parquet and ORC) is not the statement's.
     writer = writer.option("compression", codec or "none")
     directory = Path(target.directory)
-    writer.format(_FORMATS[target.format]).save(directory.as_uri())
+    # By its s3:// name where it is in the lake (a cluster's executors write there too).
+    writer.format(_FORMATS[target.format]).save(target.name or directory.as_uri())
     files = _collect(session, directory, target, "zstd" if codec is None else None)
     return WriteResult(columns, files, sum(f.rows for f in files), schema=schema)
 
@@ -238,7 +240,8 @@ def _collect(
                 _remove(Path(folder) / name)
         subdirs[:] = [d for d in subdirs if not _NOT_DATA.match(d)]
         paths.extend(Path(folder) / n for n in names if not _NOT_DATA.match(n))
-    counts = _line_counts(session, directory) if target.format in ("text", "json") else {}
+    text = target.format in ("text", "json")
+    counts = _line_counts(session, directory, target.name) if text else {}
     files: list[WrittenFile] = []
     for path in sorted(paths):
         rows = counts.get(path, 0) if target.format in ("text", "json") else _rows(path)
@@ -268,19 +271,27 @@ def _rows(path: Path) -> int:
     return int(pq.read_metadata(path).num_rows)
 
 
-def _line_counts(session: SparkSession, directory: Path) -> dict[Path, int]:
+def _line_counts(session: SparkSession, directory: Path, name: str | None) -> dict[Path, int]:
     """Rows of each text or JSON file: their lines, read back by Spark, which reads the
-    codecs it wrote and splits lines as Hive's readers do."""
+    codecs it wrote and splits lines as Hive's readers do. ``name``: the directory's
+    s3:// name, which the executors read it by."""
 
     frame = (
         session.read.option("recursiveFileLookup", "true")
-        .text(directory.as_uri())
+        .text(name or directory.as_uri())
         .groupBy(F.input_file_name().alias("file"))
         .count()
     )
     found: dict[Path, int] = {}
     for row in frame.collect():
-        path = local_path(row["file"])
+        file = str(row["file"])
+        if name is not None:
+            # Hadoop names the file by an escaped URI (s3://<bucket>/<key>): its place
+            # under the directory's name is its place under the directory.
+            folder = urlsplit(name).path.rstrip("/") + "/"
+            path: Path | None = directory / unquote(urlsplit(file).path).removeprefix(folder)
+        else:
+            path = local_path(file)
         if path is not None:
             found[path] = int(row["count"])
     return found

@@ -13,7 +13,7 @@ from lakeward.errors import InvalidRequest
 from lakeward.metastore.tables import TableInfo
 from lakeward.query.catalogs.base import Catalog
 from lakeward.query.statements.base import Command, Context
-from lakeward.storage.paths import hadoop_uri, lake_place, lake_uri
+from lakeward.storage.paths import catalog_uri, lake_place
 
 
 class CatalogCommand(Command):
@@ -54,5 +54,5 @@ def lake_location(context: Context, location: str) -> str:
     local = context.storage.local_dir
     if local is not None and not (local / place[0]).is_dir():
         raise InvalidRequest(f"LOCATION '{location}': the lake has no bucket {place[0]}")
-    # The metastore keeps the lake's own URI, whichever name the statement used.
-    return hadoop_uri(lake_uri(settings, location))
+    # The metastore keeps the place's public name, whichever name the statement used.
+    return catalog_uri(settings, location)

@@ -12,7 +12,7 @@ from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context, no_rows
 from lakeward.query.statements.ddl.common import CatalogCommand, lake_location
 from lakeward.query.statements.ddl.parsing import Reader, check_name
-from lakeward.storage.paths import hadoop_uri, warehouse_uri
+from lakeward.storage.paths import catalog_uri, warehouse_uri
 
 
 @dataclass
@@ -29,7 +29,7 @@ class CreateDatabase(CatalogCommand):
         location = (
             lake_location(context, self.location)
             if self.location is not None
-            else hadoop_uri(f"{warehouse_uri(settings)}/{self.database}.db")
+            else catalog_uri(settings, f"{warehouse_uri(settings)}/{self.database}.db")
         )
         context.authorize_database("glue:CreateDatabase", self.catalog, self.database)
         client = self.metastore(context)

@@ -38,7 +38,7 @@ from lakeward.query.statements.writes.options import (
 )
 from lakeward.query.translate.query import check_translatable
 from lakeward.query.types import AthenaType, athena_type_of_hive
-from lakeward.storage.paths import lake_place, lake_uri, public_uri
+from lakeward.storage.paths import catalog_uri, lake_place, public_uri
 
 # -- running ----------------------------------------------------------------------------------
 
@@ -60,6 +60,7 @@ def _write(
         prefix=f"{context.execution.id}_",
         columns=columns,
         null_format=options.null_format,
+        name=write.staging_name,
     )
     return plan.engine.write(context.execution.id, plan.sql, plan.tables, plan.limits, target)
 
@@ -174,8 +175,8 @@ class CreateTableAs(_FromSelect):
             raise InvalidRequest(f"table {ref} already exists")
         results = execution.output_location.rsplit("/", 1)[0]
         location = (self.external_location or f"{results}/tables/{execution.id}").rstrip("/")
-        # The metastore keeps the lake's own URI, however the place was named (s3://...).
-        location = lake_uri(context.settings, location)
+        # The metastore keeps the place's public name, however the statement spelt it.
+        location = catalog_uri(context.settings, location)
         _require_empty(context, location, "external_location")
         _authorize_put(context, location)
         select = self.select
@@ -185,7 +186,9 @@ class CreateTableAs(_FromSelect):
                 select, _ast=exp.select("*").from_(select._ast.subquery("_q")).limit(0)
             )
         plan = context.plan(select)
-        with context.journal.write(execution.id, location, context.cancelled) as write:
+        with context.journal.write(
+            execution.id, location, context.cancelled, plan.engine.stages_in_lake
+        ) as write:
             written = _write(context, write, plan, self.options)
             info = self._table_info(location, written)
             _publish(context, write, written)
@@ -250,7 +253,9 @@ class InsertInto(_FromSelect):
         _authorize_put(context, info.location)
         select = self._select(context, info)
         plan = context.plan(select)
-        with context.journal.write(execution.id, info.location, context.cancelled) as write:
+        with context.journal.write(
+            execution.id, info.location, context.cancelled, plan.engine.stages_in_lake
+        ) as write:
             written = _write(context, write, plan, options)
             keys = options.partitioned_by
             known = {}
@@ -406,13 +411,15 @@ class Unload(_FromSelect):
     substatement_type: str | None = "UNLOAD"
 
     def run(self, context: Context) -> EngineResult:
-        location = lake_uri(context.settings, self.location.rstrip("/"))
+        location = catalog_uri(context.settings, self.location.rstrip("/"))
         _lake_location(context, location, "UNLOAD's location")
         _authorize_put(context, location)
         if not self.options.partitioned_by:
             _require_empty(context, location, "UNLOAD's location")
         plan = context.plan(self.select)
-        with context.journal.write(context.execution.id, location, context.cancelled) as write:
+        with context.journal.write(
+            context.execution.id, location, context.cancelled, plan.engine.stages_in_lake
+        ) as write:
             written = _write(context, write, plan, self.options)
             _check_partition_order([c.name for c in written.columns], self.options.partitioned_by)
             if self.options.partitioned_by:  # Athena's rule: new partitions only
