@@ -98,3 +98,49 @@ def test_a_tables_path_is_an_s3_name_the_endpoint_serves(stack: Settings, tmp_pa
     bucket, _, key = path.removeprefix("s3://").partition("/")
     head = s3_client(env).get_object(Bucket=bucket, Key=key, Range="bytes=0-3")
     assert head["Body"].read() == b"PAR1"
+
+
+PANDAS_JOB = """
+import sys
+import pandas as pd
+deaths = pd.read_parquet(sys.argv[1])
+print(int(deaths[deaths["date"].astype(str) == "2020-09-10"]["deaths"].sum()))
+pd.DataFrame({"a": [1, 2, 3]}).to_parquet(sys.argv[2])
+print(int(pd.read_parquet(sys.argv[2])["a"].sum()))
+"""
+
+
+def test_pandas_reads_a_table_by_its_metastore_location_with_s3fs(
+    stack: Settings, tmp_path: Path
+) -> None:
+    """pandas (through pyarrow's S3 and fsspec's s3fs), configured only by the environment
+    `lakeward credentials` prints, reads a table at the s3:// location the metastore gives
+    and writes an object."""
+    from lakeward.metastore import MetastoreClient
+    from lakeward.metastore.uris import metastore_uris
+    from lakeward.storage import load_storage
+
+    with MetastoreClient(metastore_uris(stack)) as client:
+        location = client.table("default", "covid_deaths").location
+    assert location.startswith(f"s3://{stack.lake.data_bucket}/covid_data/parquet/covid_deaths/")
+    env = endpoint_environment(stack, "DataEngineerUserCreds", tmp_path)
+    written = f"s3://{stack.lake.data_bucket}/query-results/pandas-{tmp_path.name}/frame.parquet"
+    done = subprocess.run(
+        [sys.executable, "-c", PANDAS_JOB, location + "/", written],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Italy's, France's, ... deaths on 2020-09-10: the JHU files' world total.
+    assert done.stdout.split() == ["972736", "6"]
+    bucket, _, key = written.removeprefix("s3://").partition("/")
+    s3 = s3_client(env)
+    assert s3.get_object(Bucket=bucket, Key=key, Range="bytes=0-3")["Body"].read() == b"PAR1"
+    load_storage(stack).delete(bucket, key)
+
+    refused = subprocess.run(
+        [sys.executable, "-c", PANDAS_JOB, location + "/", written],
+        env=endpoint_environment(stack, "SalesUserCreds", tmp_path),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    # pandas reads through pyarrow's S3 (which also takes AWS_ENDPOINT_URL), writes via s3fs.
+    assert refused.returncode != 0 and "ACCESS_DENIED during HeadObject" in refused.stderr
