@@ -347,7 +347,9 @@ def run_chaos(
     def heal() -> None:
         result = lakeward("metastore", "heal", data_dir=settings.data_dir, env=env, check=False)
         if result.returncode != 0:
-            heal_errors.append(result.stderr[-2000:])
+            # The message comes first, the node's log tail after it: keep both ends.
+            text = result.stderr
+            heal_errors.append(text if len(text) <= 4000 else text[:2000] + "\n…\n" + text[-2000:])
 
     workers = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
     started = time.monotonic()

@@ -124,6 +124,11 @@ class ResourceNotFound(LakewardError):
     http_status = 404
 
 
+class MetadataNotFound(ResourceNotFound):
+    """A database or table that Athena's metadata calls do not find (its MetadataException,
+    the only error PyAthena's SQLAlchemy dialect reads as "no such table")."""
+
+
 class AccessDenied(LakewardError):
     http_status = 403
 

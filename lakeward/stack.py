@@ -31,6 +31,9 @@ from lakeward.spark_cluster import SparkCluster
 from lakeward.storage import load_storage
 from lakeward.storage.paths import catalog_uri, local_path, public_uri, warehouse_uri
 
+# How long `metastore heal` keeps probing a running node before it restarts it.
+HEAL_PATIENCE = 15.0
+
 if TYPE_CHECKING:
     from lakeward.metastore.client import MetastoreClient
     from lakeward.metastore.names import Renamed
@@ -221,7 +224,7 @@ class Stack:
         nodes = self.metastore_nodes()
         if heal:
             for node in nodes:
-                if node.process.pid() is not None and not node.healthy():
+                if node.process.pid() is not None and not node.answers_within(HEAL_PATIENCE):
                     with self.progress.step(f"stop unhealthy {node.process.name}"):
                         node.stop()
         started = []

@@ -13,6 +13,7 @@ from lakeward.config import Settings
 from lakeward.erasure.service import ErasureIndexService
 from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.errors import LakewardError
+from lakeward.glue import GlueService
 from lakeward.http.athena import athena_router
 from lakeward.http.auth import auth_router, load_sessions
 from lakeward.http.background import Background
@@ -26,6 +27,7 @@ from lakeward.http.events import EventSink, events_router
 from lakeward.http.s3 import S3Dispatch, S3Endpoint
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
+from lakeward.query.catalogs import DEFAULT_CATALOG
 from lakeward.query.service import QueryService
 
 
@@ -96,7 +98,8 @@ def create_app(
     app.router.add_event_handler("shutdown", erasure_flow.close)
     app.include_router(erasure_requests_router(erasure_flow, access, sessions))
     app.include_router(events_router(access, relay))
-    app.include_router(athena_router(service, access))
+    glue = GlueService(service.catalogs, access, DEFAULT_CATALOG)
+    app.include_router(athena_router(service, access, glue))
     # S3's API at the same address: requests signed for the service s3 go there.
     app.add_middleware(S3Dispatch, s3=S3Endpoint(settings, access))
     return app

@@ -112,6 +112,7 @@ def verify(
     now: datetime | None = None,
     replay_guard: ReplayGuard | None = None,
     mutating: bool = False,
+    service: str = SERVICE,
 ) -> str:
     """Check the request's SigV4 ``Authorization`` header; return the access key id.
 
@@ -122,7 +123,7 @@ def verify(
     now = now or datetime.now(UTC)
     lower = {name.lower(): value for name, value in headers.items()}
     signed = authenticate(
-        method, path, query, lower, credentials, service=SERVICE, now=now, body=body
+        method, path, query, lower, credentials, service=service, now=now, body=body
     )
     # When X-Amz-Content-SHA256 is present botocore takes it as the payload hash without
     # looking at the body; a declared hash (or UNSIGNED-PAYLOAD) that is not the body's

@@ -442,6 +442,22 @@ class MetastoreClient:
 
         self._mutate(database, name, "drop_partitions_req", request, applied=gone)
 
+    # -- the metastore's own calls (Glue's API works in its objects) -----------
+
+    def raw_read(self, method: str, *args: Any) -> Any:
+        """A Thrift read, failing over; the metastore's own exceptions pass through."""
+        return self._failover.read(method, *args)
+
+    def raw_mutate(
+        self, database: str, table: str | None, method: str, *args: Any, applied: Check
+    ) -> Any:
+        """A Thrift mutation, with ``applied`` telling whether a call whose answer was lost
+        took; the metastore's own exceptions pass through. The cache forgets the table."""
+        try:
+            return self._failover.mutate(method, *args, applied=applied)
+        finally:
+            self.invalidate(database, table)
+
     # -- plumbing -------------------------------------------------------------
 
     def _mutate(

@@ -9,6 +9,7 @@ configuration; each has its pid file and log in the stack's data dir.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -92,6 +93,19 @@ class MetastoreNode:
 
         with MetastoreClient([self.probe_uri], timeout=5.0, rounds=1, retry_delay=0) as client:
             return client.ping()
+
+    def answers_within(self, seconds: float) -> bool:
+        """Healthy at some probe within ``seconds``: a loaded JVM (a GC pause, a busy
+        machine) can miss one probe, and stopping a node that serves is worse than waiting."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if self.process.pid() is None:
+                return False
+            if self.healthy():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(1.0)
 
     def status(self) -> NodeStatus:
         pid = self.process.pid()

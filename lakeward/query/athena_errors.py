@@ -17,6 +17,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+
+from lakeward.errors import LakewardError, MetastoreError, StackError, StorageError
+
+
+@dataclass(frozen=True)
+class ErrorKind:
+    """Athena's AthenaError block: ErrorCategory (1 system, 2 user), ErrorType, Retryable."""
+
+    category: int
+    type: int
+    retryable: bool
+
+
+SYSTEM_ERROR = ErrorKind(1, 100, True)  # internal service error: the service failed
+_ENGINE_ERROR = ErrorKind(1, 200, True)  # the query engine had an internal error
+_METASTORE_ERROR = ErrorKind(1, 204, True)  # the metastore had an error
+_TIMEOUT = ErrorKind(1, 206, False)  # query timeout
+_USER_ERROR = ErrorKind(2, 1000, False)
+_SYNTAX_ERROR = ErrorKind(2, 1006, False)
+# Trino's error names that are the engine's fault, not the statement's.
+_INTERNAL_NAMES = ("GENERIC_INTERNAL_ERROR", "HIVE_METASTORE_ERROR", "HIVE_CURSOR_ERROR")
+_TRINO_NAME = re.compile(r"^([A-Z][A-Z_]+):")
 
 # DuckDB's exceptions start with their kind; Spark's analysis errors with [CLASS].
 _DUCKDB = re.compile(r"^(Binder|Catalog|Conversion|Parser|Invalid Input|Out of Range) Error: ")
@@ -98,6 +121,26 @@ _SPARK_RULES: list[tuple[re.Pattern[str], Callable[[str, dict[str, str]], str]]]
     (re.compile(r"routine `(?P<name>[^`]+)` cannot be found"), _function),
     (re.compile(r"table or view `?(?P<name>[^`\s]+)`? cannot be found"), _table),
 ]
+
+
+def error_kind(reason: str, error: BaseException | None) -> ErrorKind:
+    """How Athena classifies a failure, from what raised it and its (Athena-worded) reason."""
+    if isinstance(error, MetastoreError):
+        return _METASTORE_ERROR
+    if isinstance(error, (StorageError, StackError)):
+        return SYSTEM_ERROR
+    if reason.startswith("timed out after"):
+        return _TIMEOUT
+    name = _TRINO_NAME.match(reason)
+    if name is not None:
+        if name.group(1) in _INTERNAL_NAMES:
+            return _ENGINE_ERROR
+        return _SYNTAX_ERROR if name.group(1) == "SYNTAX_ERROR" else _USER_ERROR
+    if "mismatched input" in reason or "Syntax error" in reason:
+        return _SYNTAX_ERROR
+    if error is not None and not isinstance(error, LakewardError):
+        return _ENGINE_ERROR  # an engine's own error lakeward has no word for
+    return _USER_ERROR
 
 
 def athena_reason(message: str, query: str) -> str:

@@ -16,13 +16,17 @@ from lakeward.access.arns import catalog_arn, workgroup_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.tables import TableInfo
-from lakeward.query.catalogs import Catalogs, matches
+from lakeward.query.catalogs import (
+    ACCOUNT_ID,
+    AWS_DATA_CATALOG,
+    Catalogs,
+    matches,
+)
 from lakeward.query.model import DataCatalog, NamedQuery, WorkGroup
 from lakeward.query.store import Store
 from lakeward.query.view_definitions import described
 from lakeward.query.workgroups import WorkGroups, check
 
-DEFAULT_CATALOG = "demo_hive_metastore"
 DEFAULT_WORKGROUP = "primary"
 MAX_QUERY_LENGTH = 262_144
 
@@ -43,8 +47,15 @@ class MetadataOperations:
         ]  # fmt: skip
 
     def get_data_catalog(self, name: str) -> DataCatalog:
-        self.access.authorize("athena:GetDataCatalog", catalog_arn(name))
-        return self.catalogs.get(name)
+        canonical = self.catalogs.canonical(name)
+        self.access.authorize("athena:GetDataCatalog", catalog_arn(canonical))
+        catalog = self.catalogs.get(canonical)
+        if name.lower() == AWS_DATA_CATALOG and canonical != AWS_DATA_CATALOG:
+            # The account's Glue catalog, as Athena describes it: Glue's API answers for it.
+            return DataCatalog(
+                AWS_DATA_CATALOG, "GLUE", catalog.description, {"catalog-id": ACCOUNT_ID}
+            )
+        return catalog
 
     def create_data_catalog(self, catalog: DataCatalog) -> None:
         self.access.authorize("athena:CreateDataCatalog", catalog_arn(catalog.name))
@@ -55,11 +66,13 @@ class MetadataOperations:
         self.catalogs.delete(name)
 
     def list_databases(self, catalog: str) -> list[str]:
+        catalog = self.catalogs.canonical(catalog)
         if not self.access.allowed("lakeward:UseCatalog", catalog_arn(catalog)):
             return []  # a catalog one may not use shows nothing, as if empty
         return self.catalogs.catalog(catalog).databases()
 
     def get_database(self, catalog: str, database: str) -> str:
+        catalog = self.catalogs.canonical(catalog)
         self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
         self.catalogs.catalog(catalog).require_database(database)
         return database
@@ -67,6 +80,7 @@ class MetadataOperations:
     def list_table_metadata(
         self, catalog: str, database: str, expression: str | None = None
     ) -> list[TableInfo]:
+        catalog = self.catalogs.canonical(catalog)
         if not self.access.allowed("lakeward:UseCatalog", catalog_arn(catalog)):
             return []
         backend = self.catalogs.catalog(catalog)
@@ -74,6 +88,7 @@ class MetadataOperations:
         return [described(backend.table(database, n)) for n in sorted(names)]
 
     def get_table_metadata(self, catalog: str, database: str, table: str) -> TableInfo:
+        catalog = self.catalogs.canonical(catalog)
         self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
         return described(self.catalogs.catalog(catalog).table(database, table))
 

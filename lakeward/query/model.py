@@ -77,6 +77,11 @@ class QueryExecution:
     client_request_token: str | None = None
     started_by: str | None = None  # a user, role/<name> or root (None: before v3)
     substatement_type: str | None = None  # Athena's: SELECT, CREATE_TABLE_AS_SELECT, INSERT...
+    # A FAILED execution's AthenaError: category (1 system, 2 user), type, and whether a
+    # retry may succeed (None: before v6, or not failed).
+    error_category: int | None = None
+    error_type: int | None = None
+    retryable: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,18 @@ from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, LakewardError, TooManyRequests
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query import results
-from lakeward.query.athena_errors import athena_reason
-from lakeward.query.catalogs import URIS_PARAMETER, Catalogs, Loader, load_catalog
+from lakeward.query.athena_errors import athena_reason, error_kind
+from lakeward.query.catalogs import (
+    DEFAULT_CATALOG,
+    URIS_PARAMETER,
+    Catalogs,
+    Loader,
+    load_catalog,
+)
 from lakeward.query.engines import load_engine
 from lakeward.query.engines.base import Engine, EngineResult
 from lakeward.query.journal import Journal
 from lakeward.query.metadata import (
-    DEFAULT_CATALOG,
     DEFAULT_WORKGROUP,
     MAX_QUERY_LENGTH,
     MetadataOperations,
@@ -201,7 +206,7 @@ class QueryService(MetadataOperations):
         group = self._work_group(workgroup or DEFAULT_WORKGROUP)
         if group.state != "ENABLED":
             raise InvalidRequest(f"workgroup {group.name} is disabled")
-        catalog = (catalog or DEFAULT_CATALOG).lower()
+        catalog = self.catalogs.canonical(catalog or DEFAULT_CATALOG)
         database = (database or "default").lower()
         try:
             statement = parse_statement(
@@ -368,7 +373,7 @@ class QueryService(MetadataOperations):
                     f"timed out after {run.group.timeout_seconds:g} s (the workgroup's limit)",
                 )
             else:
-                self._finish(execution, QueryState.FAILED, exc.message)
+                self._finish(execution, QueryState.FAILED, exc.message, exc)
             return
         except Exception as exc:  # an engine's own error: the query fails, the service goes on
             log.exception("query %s failed", execution.id)
@@ -381,14 +386,23 @@ class QueryService(MetadataOperations):
                     QueryState.FAILED,
                     f"timed out after {run.group.timeout_seconds:g} s",
                 )
-            self._finish(execution, state, reason)
+            self._finish(execution, state, reason, exc)
             return
         execution.statistics.engine_execution_ms = _ms(time.monotonic() - started)
         self._finish(execution, QueryState.SUCCEEDED, None)
 
-    def _finish(self, execution: QueryExecution, state: QueryState, reason: str | None) -> None:
+    def _finish(
+        self,
+        execution: QueryExecution,
+        state: QueryState,
+        reason: str | None,
+        error: BaseException | None = None,
+    ) -> None:
         if state == QueryState.FAILED and reason:
             reason = athena_reason(reason, execution.query)  # an engine's error, as Athena says
+            kind = error_kind(reason, error)
+            execution.error_category, execution.error_type = kind.category, kind.type
+            execution.retryable = kind.retryable
         execution.state_change_reason = reason
         execution.completed = _now()
         stats = execution.statistics

@@ -38,6 +38,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine
 
+from lakeward.query.athena_errors import SYSTEM_ERROR
 from lakeward.query.model import (
     DataCatalog,
     NamedQuery,
@@ -103,6 +104,10 @@ executions = Table(
     Column("started_by", String(256), index=True),
     # Added in v5: Athena's SubstatementType (a client's rowcount of a write depends on it).
     Column("substatement_type", String(64)),
+    # Added in v6: a failure's AthenaError (category, type, retryable).
+    Column("error_category", Integer),
+    Column("error_type", Integer),
+    Column("retryable", Boolean),
 )
 
 processes = Table(
@@ -321,6 +326,9 @@ class Store:
                         state=QueryState.FAILED.value,
                         state_change_reason=reason_of(owner),
                         completed=datetime.now(UTC),
+                        error_category=SYSTEM_ERROR.category,
+                        error_type=SYSTEM_ERROR.type,
+                        retryable=SYSTEM_ERROR.retryable,
                     )
                 ).rowcount
                 if changed:  # not ended meanwhile by its owner
@@ -483,4 +491,23 @@ def _substatement_v5(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE query_executions ADD COLUMN substatement_type VARCHAR(64)"))
 
 
-MIGRATIONS = [_create_v1, _processes_v2, _started_by_v3, _writes_v4, _substatement_v5]
+def _athena_error_v6(conn: Connection) -> None:
+    """Failed executions record Athena's error category and type."""
+    columns = {c["name"] for c in inspect(conn).get_columns(executions.name)}
+    if "error_category" not in columns:
+        for column, kind in (
+            ("error_category", "INTEGER"),
+            ("error_type", "INTEGER"),
+            ("retryable", "BOOLEAN"),
+        ):
+            conn.execute(text(f"ALTER TABLE query_executions ADD COLUMN {column} {kind}"))
+
+
+MIGRATIONS = [
+    _create_v1,
+    _processes_v2,
+    _started_by_v3,
+    _writes_v4,
+    _substatement_v5,
+    _athena_error_v6,
+]

@@ -29,14 +29,19 @@ from lakeward.errors import (
     AccessDenied,
     InvalidRequest,
     LakewardError,
+    MetadataNotFound,
     ResourceNotFound,
     TableNotFound,
     TooManyRequests,
 )
+from lakeward.glue import GlueService
 from lakeward.http.athena.operations import OPERATIONS
 from lakeward.http.athena.validation import checked, model
 from lakeward.http.body import DEFAULT_MAX_BODY_BYTES, read_body
+from lakeward.http.glue import TARGET_PREFIX as GLUE_PREFIX
+from lakeward.http.glue import glue_error, handle_glue
 from lakeward.http.sigv4 import Credentials, ReplayGuard, verify
+from lakeward.http.sts import handle_sts, sts_error
 from lakeward.query.api import SqlApi
 from lakeward.query.model import JsonDict
 
@@ -47,12 +52,23 @@ _log = logging.getLogger(__name__)
 
 
 def athena_router(
-    api: SqlApi, credentials: Credentials, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    api: SqlApi,
+    credentials: Credentials,
+    glue: GlueService | None = None,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> APIRouter:
-    """The Athena API as ``POST /``; include it at the app's root, where SDKs post."""
+    """The Athena API as ``POST /``; include it at the app's root, where SDKs post.
+
+    Glue's JSON API (``AWSGlue.*``) and STS's query API (a form with ``Action``) post to
+    the same ``/``: the target header, or the form, says which service a request is for,
+    and its signature must be scoped to that service.
+    """
     router = APIRouter()
     guard = ReplayGuard()
-    model()  # load the model now rather than on the first request
+    model()  # load the models now rather than on the first request
+    if glue is not None:
+        model("glue")
 
     @router.post("/", include_in_schema=False)
     async def athena(request: Request) -> Response:
@@ -71,6 +87,21 @@ def athena_router(
             raw_path = request.scope.get("raw_path")
             # The client signed the path as it sent it, percent-encoding included.
             path = raw_path.decode("latin-1") if raw_path else request.url.path
+            service = _service_of(request.headers)
+            if service == "glue" and glue is not None:
+                answer = await run_in_threadpool(
+                    _handle_glue, glue, credentials, request.headers, path, request.url.query,
+                    body, request_id,
+                )  # fmt: skip
+                return _respond(200, answer, request_id)
+            if service == "sts":
+                xml = await run_in_threadpool(
+                    _handle_sts, credentials, request.headers, path, request.url.query, body,
+                    request_id,
+                )  # fmt: skip
+                return Response(
+                    xml, media_type="text/xml", headers={"x-amzn-RequestId": request_id}
+                )
             result = await run_in_threadpool(
                 _handle,
                 api,
@@ -83,10 +114,71 @@ def athena_router(
                 request_id,
             )
             return _respond(200, result, request_id)
-        except Exception as exc:  # every failure must leave as an Athena-shaped error
+        except Exception as exc:  # every failure must leave in its service's error shape
+            service = _service_of(request.headers)
+            if service == "glue":
+                status, content = glue_error(exc, target.removeprefix(GLUE_PREFIX), request_id)
+                return _respond(status, content, request_id)
+            if service == "sts":
+                status, xml = sts_error(exc, request_id)
+                return Response(xml, status_code=status, media_type="text/xml")
             return _error_response(exc, target, request_id)
 
     return router
+
+
+def _service_of(headers: Mapping[str, str]) -> str:
+    """Which AWS service a request posted to ``/`` is for."""
+    target = headers.get("x-amz-target", "")
+    if target.startswith(GLUE_PREFIX):
+        return "glue"
+    content_type = headers.get("content-type", "")
+    if not target and content_type.startswith("application/x-www-form-urlencoded"):
+        return "sts"
+    return "athena"
+
+
+def _signed_in(
+    service: str,
+    credentials: Credentials,
+    headers: Mapping[str, str],
+    path: str,
+    query: str,
+    body: bytes,
+    request_id: str,
+    source: str,
+) -> str:
+    principal = verify("POST", path, query, headers, body, credentials, service=service)
+    current_principal.set(principal)
+    current_request_id.set(request_id)
+    current_source.set(source)
+    return principal
+
+
+def _handle_glue(
+    glue: GlueService,
+    credentials: Credentials,
+    headers: Mapping[str, str],
+    path: str,
+    query: str,
+    body: bytes,
+    request_id: str,
+) -> JsonDict:
+    _signed_in("glue", credentials, headers, path, query, body, request_id, "glue-api")
+    operation = headers.get("x-amz-target", "").removeprefix(GLUE_PREFIX)
+    return handle_glue(glue, operation, body)
+
+
+def _handle_sts(
+    credentials: Credentials,
+    headers: Mapping[str, str],
+    path: str,
+    query: str,
+    body: bytes,
+    request_id: str,
+) -> bytes:
+    principal = _signed_in("sts", credentials, headers, path, query, body, request_id, "sts-api")
+    return handle_sts(credentials, principal, body, request_id)
 
 
 def _handle(
@@ -131,6 +223,7 @@ def _respond(status: int, body: JsonDict | bytes, request_id: str) -> Response:
 
 _CLIENT_ERRORS: list[tuple[type[LakewardError], str]] = [
     (InvalidRequest, "InvalidRequestException"),
+    (MetadataNotFound, "MetadataException"),
     (ResourceNotFound, "ResourceNotFoundException"),
     (TableNotFound, "ResourceNotFoundException"),
     (AccessDenied, "AccessDeniedException"),

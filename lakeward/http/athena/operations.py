@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from lakeward.errors import (
     InvalidRequest,
+    MetadataNotFound,
+    ResourceNotFound,
+    TableNotFound,
 )
 from lakeward.http.athena import shapes, workgroups
 from lakeward.query.api import SqlApi
@@ -98,24 +102,36 @@ def _delete_data_catalog(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
     return {"DataCatalog": shapes.catalog(catalog)}
 
 
+@contextmanager
+def _metadata() -> Iterator[None]:
+    """A missing database or table as Athena's metadata calls report it."""
+    try:
+        yield
+    except (ResourceNotFound, TableNotFound) as exc:
+        raise MetadataNotFound(exc.message) from None
+
+
 def _list_databases(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
     names, token = shapes.page(api.list_databases(r["CatalogName"]), r)
     return {"DatabaseList": [{"Name": n} for n in names]} | token
 
 
 def _get_database(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
-    return {"Database": {"Name": api.get_database(r["CatalogName"], r["DatabaseName"])}}
+    with _metadata():
+        return {"Database": {"Name": api.get_database(r["CatalogName"], r["DatabaseName"])}}
 
 
 def _list_table_metadata(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
     expression = r.get("Expression") or None
-    tables = api.list_table_metadata(r["CatalogName"], r["DatabaseName"], expression)
+    with _metadata():
+        tables = api.list_table_metadata(r["CatalogName"], r["DatabaseName"], expression)
     page, token = shapes.page(tables, r)
     return {"TableMetadataList": list(map(shapes.table, page))} | token
 
 
 def _get_table_metadata(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
-    table = api.get_table_metadata(r["CatalogName"], r["DatabaseName"], r["TableName"])
+    with _metadata():
+        table = api.get_table_metadata(r["CatalogName"], r["DatabaseName"], r["TableName"])
     return {"TableMetadata": shapes.table(table)}
 
 

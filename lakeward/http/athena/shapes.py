@@ -11,6 +11,7 @@ from lakeward.errors import (
 )
 from lakeward.http.athena.workgroups import additional_configuration
 from lakeward.metastore.tables import Column, TableInfo
+from lakeward.query.athena_errors import error_kind
 from lakeward.query.model import (
     ColumnInfo,
     DataCatalog,
@@ -40,6 +41,16 @@ def engine(engine: str) -> JsonDict:
     return {"SelectedEngineVersion": engine, "EffectiveEngineVersion": engine}
 
 
+def _athena_error(q: QueryExecution) -> JsonDict:
+    kind = error_kind(q.state_change_reason or "", None)
+    return {
+        "ErrorCategory": q.error_category if q.error_category is not None else kind.category,
+        "ErrorType": q.error_type if q.error_type is not None else kind.type,
+        "Retryable": q.retryable if q.retryable is not None else kind.retryable,
+        "ErrorMessage": q.state_change_reason,
+    }
+
+
 def query_execution(q: QueryExecution) -> JsonDict:
     s, failed = q.statistics, q.state == "FAILED" and q.state_change_reason
     status = {
@@ -47,7 +58,7 @@ def query_execution(q: QueryExecution) -> JsonDict:
         "StateChangeReason": q.state_change_reason,
         "SubmissionDateTime": epoch(q.submitted),
         "CompletionDateTime": epoch(q.completed),
-        "AthenaError": {"ErrorMessage": q.state_change_reason} if failed else None,
+        "AthenaError": _athena_error(q) if failed else None,
     }
     statistics = {
         "EngineExecutionTimeInMillis": s.engine_execution_ms,

@@ -1,7 +1,7 @@
-"""Athena API requests, checked against Athena's own model as botocore ships it.
+"""AWS API requests, checked against the service's own model as botocore ships it.
 
-``athena/2017-05-18/service-2.json``: types, required members, lengths, ranges, enums
-and patterns; a request that fails is refused as Athena refuses it.
+``athena/2017-05-18/service-2.json`` (or Glue's): types, required members, lengths,
+ranges, enums and patterns; a request that fails is refused as the service refuses it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from lakeward.errors import (
 
 
 @functools.cache
-def model() -> Any:
-    return ServiceModel(Loader().load_service_model("athena", "service-2"), "athena")
+def model(service: str = "athena") -> Any:
+    return ServiceModel(Loader().load_service_model(service, "service-2"), service)
 
 
 @functools.cache

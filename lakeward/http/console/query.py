@@ -21,7 +21,8 @@ from lakeward.access.arns import s3_arn, workgroup_arn
 from lakeward.access.sessions import Session
 from lakeward.errors import InvalidRequest
 from lakeward.http.console.base import PREFIX, Console, NavItem, redirect, signed_in
-from lakeward.query.metadata import DEFAULT_CATALOG, DEFAULT_WORKGROUP, MAX_QUERY_LENGTH
+from lakeward.query.catalogs import DEFAULT_CATALOG
+from lakeward.query.metadata import DEFAULT_WORKGROUP, MAX_QUERY_LENGTH
 from lakeward.query.model import QueryExecution, StatementType
 from lakeward.query.service import QueryService
 from lakeward.storage.paths import lake_place

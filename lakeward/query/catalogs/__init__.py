@@ -20,6 +20,13 @@ from lakeward.query.model import DataCatalog
 from lakeward.query.store import Store
 
 URIS_PARAMETER = "metastore-uris"
+DEFAULT_CATALOG = "demo_hive_metastore"
+# The catalog every Athena tool assumes (the account's Glue catalog): lakeward's default,
+# unless a catalog of that name is registered.
+AWS_DATA_CATALOG = "awsdatacatalog"
+# lakeward has no accounts; STS reports this one, and Glue's CatalogId takes it for the
+# default catalog.
+ACCOUNT_ID = "000000000000"
 CATALOG_TYPES = ("HIVE",)
 
 
@@ -56,7 +63,18 @@ class Catalogs:
     def names(self) -> list[str]:
         return [c.name for c in self.all()]
 
+    def canonical(self, name: str) -> str:
+        """The registered name ``name`` stands for: catalog names are matched without regard
+        to case, as Athena matches them, and ``awsdatacatalog`` is the default catalog."""
+        lowered = name.lower()
+        if lowered == AWS_DATA_CATALOG:
+            names = self.names()
+            if lowered not in names and DEFAULT_CATALOG in names:
+                return DEFAULT_CATALOG
+        return lowered
+
     def get(self, name: str) -> DataCatalog:
+        name = self.canonical(name)
         for catalog in self.all():
             if catalog.name == name:
                 return catalog
@@ -107,6 +125,7 @@ class Catalogs:
 
     def catalog(self, name: str) -> Catalog:
         """The backend of the registered catalog ``name``."""
+        name = self.canonical(name)
         with self._lock:
             backend = self._backends.get(name)
         if backend is not None:

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from lakeward.errors import InvalidRequest
+from lakeward.query.catalogs import AWS_DATA_CATALOG, DEFAULT_CATALOG
 from lakeward.query.model import TableRef
 
 # The engine's own catalog answers to these names inside any attached database; and Spark
@@ -28,6 +29,13 @@ class Names:
     catalogs: frozenset[str]
 
     def catalog(self, name: str) -> str:
+        name = name.lower()
+        if (
+            name == AWS_DATA_CATALOG
+            and name not in self.catalogs
+            and DEFAULT_CATALOG in self.catalogs
+        ):
+            return DEFAULT_CATALOG
         if name not in self.catalogs:
             raise InvalidRequest(f"catalog '{name}' is not registered")
         return name
