@@ -100,6 +100,9 @@ install_all() {
   timed "venv [dev]" install_venv dev "$VENV/.installed-dev"
   # DuckDB's TPC-H and TPC-DS extensions, for the TPC tests and benchmarks (a side venv).
   timed "tpc side venv" bash bench/tpc_env.sh >/dev/null
+  # dbt-athena and awswrangler, for the client tests (a side venv: they pin their own
+  # pyarrow and PyAthena).
+  timed "clients side venv" bash bench/clients_env.sh >/dev/null 2>&1
   timed "s3a jars" install_s3a_jars
 }
 

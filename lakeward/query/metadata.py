@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from lakeward.access import Authorizer
@@ -26,6 +27,7 @@ from lakeward.query.model import DataCatalog, NamedQuery, WorkGroup
 from lakeward.query.store import Store
 from lakeward.query.view_definitions import described
 from lakeward.query.workgroups import WorkGroups, check
+from lakeward.storage.paths import public_uri
 
 DEFAULT_WORKGROUP = "primary"
 MAX_QUERY_LENGTH = 262_144
@@ -98,7 +100,12 @@ class MetadataOperations:
         return self.workgroups.visible()
 
     def get_work_group(self, name: str) -> WorkGroup:
-        return self.workgroups.get(name)
+        """The workgroup, with the OutputLocation its queries get when it names none (as
+        Athena answers: clients such as awswrangler read their results from there)."""
+        group = self.workgroups.get(name)
+        if group.output_location:
+            return group
+        return replace(group, output_location=default_output_location(self.settings, group.name))
 
     def create_work_group(self, group: WorkGroup) -> WorkGroup:
         return self.workgroups.create(group)
@@ -151,6 +158,11 @@ class MetadataOperations:
         return ids[:max_results], next_token_at(offset + max_results) if len(
             ids
         ) > max_results else None
+
+
+def default_output_location(settings: Settings, workgroup: str) -> str:
+    """Where a workgroup without an OutputLocation of its own keeps its results."""
+    return public_uri(settings, settings.lake.data_bucket, f"query-results/{workgroup}")
 
 
 def next_token_at(offset: int) -> str:

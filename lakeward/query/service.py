@@ -41,6 +41,7 @@ from lakeward.query.metadata import (
     DEFAULT_WORKGROUP,
     MAX_QUERY_LENGTH,
     MetadataOperations,
+    default_output_location,
     next_token_at,
     offset_of,
 )
@@ -55,6 +56,7 @@ from lakeward.query.model import (
 from lakeward.query.owners import check_reader, listed_owner, may_read
 from lakeward.query.planner import Planner, Run
 from lakeward.query.presence import Presence
+from lakeward.query.sql.parameters import bind
 from lakeward.query.sql.queries import Statement
 from lakeward.query.statements import parse_statement
 from lakeward.query.statements.base import Command, Context
@@ -62,7 +64,7 @@ from lakeward.query.store import Store
 from lakeward.query.translate.query import check_translatable
 from lakeward.query.workgroups import WorkGroups
 from lakeward.storage import Storage, load_storage
-from lakeward.storage.paths import lake_place, public_uri
+from lakeward.storage.paths import lake_place
 
 log = logging.getLogger(__name__)
 
@@ -199,10 +201,8 @@ class QueryService(MetadataOperations):
             raise InvalidRequest("QueryString is empty")
         if len(query) > MAX_QUERY_LENGTH:
             raise InvalidRequest(f"QueryString is longer than {MAX_QUERY_LENGTH} characters")
-        if execution_parameters:
-            raise InvalidRequest(
-                "ExecutionParameters are not supported; put the values in the query"
-            )
+        if execution_parameters is not None:
+            query = bind(query, execution_parameters)
         group = self._work_group(workgroup or DEFAULT_WORKGROUP)
         if group.state != "ENABLED":
             raise InvalidRequest(f"workgroup {group.name} is disabled")
@@ -285,7 +285,7 @@ class QueryService(MetadataOperations):
 
     def _output_location(self, group: WorkGroup, requested: str | None) -> str:
         settings = self.settings
-        default = public_uri(settings, settings.lake.data_bucket, f"query-results/{group.name}")
+        default = default_output_location(settings, group.name)
         if group.enforce_configuration or not requested:
             return (group.output_location or default).rstrip("/")
         requested = requested.rstrip("/")
