@@ -10,6 +10,7 @@ from typing import Any
 
 from pymetastore.hive_metastore import ttypes as hive
 
+from lakeward.access import Authorizer
 from lakeward.access.arns import glue_catalog_arn, glue_database_arn
 from lakeward.errors import (
     InvalidRequest,
@@ -23,13 +24,26 @@ from lakeward.glue.base import (
     hive_pattern,
     paged,
 )
+from lakeward.glue.history import VersionOperations
 from lakeward.glue.partitions import PartitionOperations
+from lakeward.glue.versions import TableVersions
+from lakeward.query.catalogs import Catalogs
 from lakeward.query.model import JsonDict
 
 Operation = Callable[["GlueService", JsonDict], JsonDict]
 
 
-class GlueService(PartitionOperations):
+class GlueService(PartitionOperations, VersionOperations):
+    def __init__(
+        self,
+        catalogs: Catalogs,
+        access: Authorizer,
+        default_catalog: str,
+        versions: TableVersions,
+    ) -> None:
+        super().__init__(catalogs, access, default_catalog)
+        self.versions = versions
+
     def call(self, operation: str, request: JsonDict) -> JsonDict:
         handler = OPERATIONS.get(operation)
         if handler is None:
@@ -135,7 +149,9 @@ class GlueService(PartitionOperations):
         catalog, client, catalog_id = self._catalog(r)
         database, name = r["DatabaseName"].lower(), r["Name"].lower()
         self._authorize("glue:GetTable", catalog, database, name)
-        return {"Table": shapes.glue_table(self._raw_table(client, database, name), catalog_id)}
+        raw = self._raw_table(client, database, name)
+        version = str(self.current_version(catalog, database, name, raw))
+        return {"Table": shapes.glue_table(raw, catalog_id, version)}
 
     def get_tables(self, r: JsonDict) -> JsonDict:
         catalog, client, catalog_id = self._catalog(r)
@@ -191,11 +207,12 @@ class GlueService(PartitionOperations):
         name = given["Name"].lower()
         self._authorize("glue:UpdateTable", catalog, database, name)
         current = self._raw_table(client, database, name)
+        version = self.current_version(catalog, database, name, current)
         expected = r.get("VersionId")
-        if expected is not None and expected != _version_of(current):
+        if expected is not None and expected != str(version):
             raise ConcurrentModification(
                 f"Table {database}.{name} changed since version {expected} "
-                f"(now {_version_of(current)}); read it again and retry"
+                f"(now {version}); read it again and retry"
             )
         table = shapes.thrift_table(database, given, owner=current.owner)
         table.createTime = current.createTime
@@ -203,6 +220,9 @@ class GlueService(PartitionOperations):
             client.raw_mutate(
                 database, name, "alter_table", database, name, table, applied=_table_holds(table)
             )
+        if not r.get("SkipArchive", False):  # the replaced definition becomes a version
+            previous = shapes.glue_table(current, "")
+            self.versions.archive(catalog, database, name, current.createTime, version, previous)
         return {}
 
     def delete_table(self, r: JsonDict) -> JsonDict:
@@ -220,6 +240,7 @@ class GlueService(PartitionOperations):
                 False,
                 applied=_table_gone(database, name),
             )
+        self.versions.delete(catalog, database, name)
         return {}
 
     def batch_delete_table(self, r: JsonDict) -> JsonDict:
@@ -230,11 +251,6 @@ class GlueService(PartitionOperations):
             except LakewardError as exc:
                 errors.append({"TableName": name, "ErrorDetail": detail(exc)})
         return {"Errors": errors}
-
-
-def _version_of(raw: Any) -> str:
-    """A table's version as Glue numbers them: here, its last DDL time."""
-    return str((raw.parameters or {}).get(shapes.LAST_DDL_TIME, raw.createTime))
 
 
 def _searched(table: JsonDict, text: str, filters: list[JsonDict]) -> bool:
@@ -302,4 +318,8 @@ OPERATIONS: dict[str, Operation] = {
     "UpdatePartition": GlueService.update_partition,
     "DeletePartition": GlueService.delete_partition,
     "BatchDeletePartition": GlueService.batch_delete_partition,
+    "GetTableVersions": GlueService.get_table_versions,
+    "GetTableVersion": GlueService.get_table_version,
+    "DeleteTableVersion": GlueService.delete_table_version,
+    "BatchDeleteTableVersion": GlueService.batch_delete_table_version,
 }

@@ -14,6 +14,7 @@ from lakeward.erasure.service import ErasureIndexService
 from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.errors import LakewardError
 from lakeward.glue import GlueService
+from lakeward.glue.versions import TableVersions
 from lakeward.http.athena import athena_router
 from lakeward.http.auth import auth_router, load_sessions
 from lakeward.http.background import Background
@@ -98,7 +99,8 @@ def create_app(
     app.router.add_event_handler("shutdown", erasure_flow.close)
     app.include_router(erasure_requests_router(erasure_flow, access, sessions))
     app.include_router(events_router(access, relay))
-    glue = GlueService(service.catalogs, access, DEFAULT_CATALOG)
+    versions = TableVersions(service.store.engine)
+    glue = GlueService(service.catalogs, access, DEFAULT_CATALOG, versions)
     app.include_router(athena_router(service, access, glue))
     # S3's API at the same address: requests signed for the service s3 go there.
     app.add_middleware(S3Dispatch, s3=S3Endpoint(settings, access))

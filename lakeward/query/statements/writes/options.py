@@ -33,6 +33,7 @@ COMPRESSION_PARAMETER = {
 }
 CTAS_PROPERTIES = (
     "table_type",
+    "is_external",
     "external_location",
     "format",
     "partitioned_by",

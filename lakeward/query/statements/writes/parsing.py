@@ -31,7 +31,7 @@ from lakeward.query.statements.writes.options import (
 
 
 def _properties(cursor: Cursor, known: tuple[str, ...], what: str) -> dict[str, Any]:
-    """``( name = value, ... )``: values are strings, numbers or ARRAY['...', ...]."""
+    """``( name = value, ... )``: values are strings, numbers, booleans or ARRAY['...', ...]."""
     found: dict[str, Any] = {}
     cursor.expect("(")
     while True:
@@ -50,6 +50,10 @@ def _properties(cursor: Cursor, known: tuple[str, ...], what: str) -> dict[str, 
 
 
 def _value(cursor: Cursor) -> Any:
+    if cursor.word("TRUE"):
+        return True
+    if cursor.word("FALSE"):
+        return False
     if cursor.word("ARRAY"):
         cursor.expect("[")
         items = []
@@ -105,7 +109,20 @@ def parse_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
     require_named_columns(select)
     options = ctas_options(props)
     location = string_property(props, "external_location")
+    _require_external(props.get("is_external", True))
     return CreateTableAs(table, select, options, location, with_data, if_not_exists)
+
+
+def _require_external(value: object) -> None:
+    """Athena's ``is_external``: true (its default) for every table but an Iceberg one."""
+    if value is True:
+        return
+    if value is False:
+        raise InvalidRequest(
+            "is_external = false makes a managed table, which Athena creates only as an "
+            "Iceberg table (table_type = 'ICEBERG'); lakeward's CTAS writes external tables"
+        )
+    raise InvalidRequest(f"property is_external must be true or false, not {value!r}")
 
 
 def _without_as(cursor: Cursor) -> bool:
