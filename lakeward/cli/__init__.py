@@ -20,6 +20,7 @@ from lakeward.cli.db import db_app
 from lakeward.cli.erasure import demo_app, erasure_app
 from lakeward.cli.iam import audit, iam_app, secrets_app
 from lakeward.cli.metastore import metastore_app
+from lakeward.cli.tables import table_app
 from lakeward.cli.workgroups import workgroup_app
 from lakeward.errors import LakewardError, StackError
 
@@ -40,6 +41,7 @@ app.add_typer(erasure_app, name="erasure")
 app.add_typer(demo_app, name="demo-data")
 app.add_typer(bi_app, name="bi")
 app.add_typer(workgroup_app, name="workgroup")
+app.add_typer(table_app, name="table")
 
 CovidSource = Annotated[
     str | None,
