@@ -31,5 +31,7 @@ def test_a_count_that_does_not_match_the_placeholders_is_refused() -> None:
 
 @pytest.mark.parametrize("value", ["1; DROP TABLE t", "name", "1) OR (1=1", "(SELECT 1)", ""])
 def test_a_value_that_is_not_one_literal_is_refused_naming_its_position(value: str) -> None:
-    with pytest.raises(InvalidRequest, match="ExecutionParameters member 2 .* is not a SQL literal"):
+    with pytest.raises(
+        InvalidRequest, match="ExecutionParameters member 2 .* is not a SQL literal"
+    ):
         bind("SELECT ?, ?", ["1", value])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from lakeward.access import current_request_id
 from lakeward.errors import (
     InvalidRequest,
     MetadataNotFound,
@@ -104,11 +105,17 @@ def _delete_data_catalog(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
 
 @contextmanager
 def _metadata() -> Iterator[None]:
-    """A missing database or table as Athena's metadata calls report it."""
+    """A missing database or table as Athena's metadata calls report it: a MetadataException
+    carrying the Glue error it came from (clients such as PyAthena's SQLAlchemy dialect read
+    ``Error Code: EntityNotFoundException`` there as "no such table")."""
     try:
         yield
     except (ResourceNotFound, TableNotFound) as exc:
-        raise MetadataNotFound(exc.message) from None
+        raise MetadataNotFound(
+            f"{exc.message} (Service: AmazonDataCatalog; Status Code: 400; "
+            f"Error Code: EntityNotFoundException; Request ID: {current_request_id.get()}; "
+            "Proxy: null)"
+        ) from None
 
 
 def _list_databases(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
