@@ -17,7 +17,7 @@ from lakeward.errors import (
 from lakeward.glue import shapes
 from lakeward.glue.base import AlreadyExists, GlueBase, detail, paged
 from lakeward.glue.expressions import compile_expression
-from lakeward.metastore.tables import partition_name
+from lakeward.metastore.tables import partition_name, partition_values
 from lakeward.query.model import JsonDict
 
 
@@ -39,13 +39,20 @@ class PartitionOperations(GlueBase):
         database, name = r["DatabaseName"].lower(), r["TableName"].lower()
         self._authorize("glue:GetPartitions", catalog, database, name)
         table = self._raw_table(client, database, name)
-        with self._metastore(f"Table {database}.{name}"):
-            partitions = client.raw_read("get_partitions", database, name, -1)
         keys = [(k.name, k.type) for k in table.partitionKeys or []]
+        # The names first (short strings), the expression tested on the values they spell,
+        # and only the page's partitions fetched whole.
+        with self._metastore(f"Table {database}.{name}"):
+            names = sorted(client.raw_read("get_partition_names", database, name, -1))
         if r.get("Expression"):
             test = compile_expression(r["Expression"], keys)
-            partitions = [p for p in partitions if test(p.values)]
-        partitions.sort(key=lambda p: partition_name([k for k, _ in keys], p.values))
+            key_names = [k for k, _ in keys]
+            names = [
+                n
+                for n in names
+                if (values := partition_values(n.split("/"), key_names)) is not None
+                and test(values)
+            ]
         segment = r.get("Segment")
         if segment is not None:
             number, total = segment["SegmentNumber"], segment["TotalSegments"]
@@ -53,8 +60,16 @@ class PartitionOperations(GlueBase):
                 raise InvalidRequest(
                     f"Segment.SegmentNumber {number} must be less than TotalSegments {total}"
                 )
-            partitions = partitions[number::total]
-        page, more = paged(partitions, r)
+            names = names[number::total]
+        page_names, more = paged(names, r)
+        with self._metastore(f"Table {database}.{name}"):
+            raw = (
+                client.raw_read("get_partitions_by_names", database, name, page_names)
+                if page_names
+                else []
+            )
+        by_name = {partition_name([k for k, _ in keys], p.values): p for p in raw}
+        page = [by_name[n] for n in page_names if n in by_name]  # one dropped meanwhile: gone
         columns = not r.get("ExcludeColumnSchema", False)
         return {
             "Partitions": [shapes.glue_partition(p, catalog_id, columns=columns) for p in page],

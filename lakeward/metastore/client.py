@@ -357,6 +357,24 @@ class MetastoreClient:
             raw.sd.serdeInfo.parameters = dict(table.serde_parameters)
         self._mutate(db, name, "alter_table", db, name, raw, applied=_holds(table))
 
+    def rename_table(self, database: str, name: str, new_database: str, new_name: str) -> None:
+        """Give a table (its definition and partitions; data stays where it is) a new name,
+        in one ``alter_table`` call: a reader finds it under one name or the other."""
+        raw = self._checked(f"{database}.{name}", "get_table", database, name)
+        raw.dbName, raw.tableName = new_database, new_name
+
+        def renamed(client: ThriftHiveMetastore.Client) -> bool:
+            try:
+                client.get_table(new_database, new_name)
+            except hive.NoSuchObjectException:
+                return False
+            return True
+
+        try:
+            self._mutate(database, name, "alter_table", database, name, raw, applied=renamed)
+        finally:
+            self.invalidate(new_database, new_name)
+
     def put_view(self, view: TableInfo, *, replace: bool) -> None:
         """Create a view, or with ``replace`` change the view of that name (one call each).
 

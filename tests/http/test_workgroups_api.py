@@ -138,7 +138,10 @@ def test_create_get_list_update_delete(url: str, settings: Settings) -> None:
     group = client.get_work_group(WorkGroup="team-a")["WorkGroup"]
     assert group["State"] == "DISABLED"
     assert "BytesScannedCutoffPerQuery" not in group["Configuration"]
-    assert "ResultConfiguration" not in group["Configuration"]
+    # No location of its own: the one its queries get (awswrangler reads results there).
+    assert group["Configuration"]["ResultConfiguration"] == {
+        "OutputLocation": "s3://lakeward-data/query-results/team-a"
+    }
     extensions = json.loads(group["Configuration"]["AdditionalConfiguration"])
     assert extensions["MaxPerPrincipal"] is None and extensions["MaxConcurrent"] == 1
     assert extensions["TimeoutSeconds"] == 90.0  # what the update did not name stays

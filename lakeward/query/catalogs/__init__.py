@@ -17,17 +17,12 @@ from lakeward.metastore.client import parse_uris
 from lakeward.query.catalogs.base import Catalog
 from lakeward.query.catalogs.hive import HiveCatalog
 from lakeward.query.model import DataCatalog
+from lakeward.query.sql.names import ACCOUNT_ID, AWS_DATA_CATALOG, DEFAULT_CATALOG
 from lakeward.query.store import Store
 
 URIS_PARAMETER = "metastore-uris"
-DEFAULT_CATALOG = "demo_hive_metastore"
-# The catalog every Athena tool assumes (the account's Glue catalog): lakeward's default,
-# unless a catalog of that name is registered.
-AWS_DATA_CATALOG = "awsdatacatalog"
-# lakeward has no accounts; STS reports this one, and Glue's CatalogId takes it for the
-# default catalog.
-ACCOUNT_ID = "000000000000"
 CATALOG_TYPES = ("HIVE",)
+__all__ = ["ACCOUNT_ID", "AWS_DATA_CATALOG", "DEFAULT_CATALOG", "Catalogs", "load_catalog"]
 
 
 def matches(expression: str | None, name: str) -> bool:

@@ -80,6 +80,10 @@ class Catalog(ABC):
     def drop_table(self, database: str, name: str) -> None: ...
 
     @abstractmethod
+    def rename_table(self, database: str, name: str, new_database: str, new_name: str) -> None:
+        """Rename a table (its data stays where it is); fails if the new name is taken."""
+
+    @abstractmethod
     def add_partitions(self, database: str, name: str, partitions: list[PartitionInfo]) -> None:
         """Register partitions of a table: all or none."""
 

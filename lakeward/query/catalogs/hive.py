@@ -68,6 +68,9 @@ class HiveCatalog(Catalog):
     def drop_table(self, database: str, name: str) -> None:
         self.client.drop_table(database, name)
 
+    def rename_table(self, database: str, name: str, new_database: str, new_name: str) -> None:
+        self.client.rename_table(database, name, new_database, new_name)
+
     def add_partitions(self, database: str, name: str, partitions: list[PartitionInfo]) -> None:
         self.client.add_partitions(database, name, partitions)
 

@@ -125,6 +125,18 @@ class InMemoryCatalog(Catalog):
             del self._tables[(database, name)]
             self._partitions.pop((database, name), None)
 
+    def rename_table(self, database: str, name: str, new_database: str, new_name: str) -> None:
+        with self._lock:
+            table = self.load_table(database, name)
+            if (new_database, new_name) in self._tables:
+                raise MetastoreError(f"a table named {new_database}.{new_name} exists already")
+            del self._tables[(database, name)]
+            self._tables[(new_database, new_name)] = replace(
+                table, database=new_database, name=new_name
+            )
+            if (database, name) in self._partitions:
+                self._partitions[(new_database, new_name)] = self._partitions.pop((database, name))
+
     def add_partitions(self, database: str, name: str, partitions: list[PartitionInfo]) -> None:
         with self._lock:
             self.load_table(database, name)

@@ -6,7 +6,6 @@ import re
 from dataclasses import dataclass
 
 from lakeward.errors import InvalidRequest
-from lakeward.query.catalogs import AWS_DATA_CATALOG, DEFAULT_CATALOG
 from lakeward.query.model import TableRef
 
 # The engine's own catalog answers to these names inside any attached database; and Spark
@@ -20,6 +19,13 @@ _INTERNAL_TABLE_PREFIXES = ("duckdb_", "sqlite_", "pragma_")
 # file name, a path or a trick, and no registered table could match it.
 _HIVE_NAME = re.compile(r"[a-z0-9_]+")
 ONLY_TABLES = "queries read only tables of registered catalogs"
+DEFAULT_CATALOG = "demo_hive_metastore"
+# The catalog every Athena tool assumes (the account's Glue catalog): lakeward's default,
+# unless a catalog of that name is registered.
+AWS_DATA_CATALOG = "awsdatacatalog"
+# lakeward has no accounts; STS reports this one, and Glue's CatalogId takes it for the
+# default catalog.
+ACCOUNT_ID = "000000000000"
 
 
 @dataclass(frozen=True)

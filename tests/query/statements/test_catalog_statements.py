@@ -265,7 +265,16 @@ def test_alter_columns_properties_and_show_create_table(stack: Settings, spark: 
     assert described["Location"].endswith(f"{name}_v2")
     cursor.execute(f"ALTER TABLE {table} REPLACE COLUMNS (id bigint, body string)")
     assert [c.name for c in spark.catalog.listColumns(table)] == ["id", "body"]
-    cursor.execute(f"DROP TABLE {table}")
+
+    # RENAME TO: the same definition under the new name, for every client at once.
+    cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_renamed")
+    assert [c.name for c in spark.catalog.listColumns(f"{table}_renamed")] == ["id", "body"]
+    assert not spark.catalog.tableExists(table)
+    with metastore(stack) as client:
+        assert client.table("default", f"{name}_renamed").location.endswith(f"{name}_v2")
+    with pytest.raises(Exception, match="already exists"):
+        cursor.execute(f"ALTER TABLE {table}_renamed RENAME TO default.covid_deaths")
+    cursor.execute(f"DROP TABLE {table}_renamed")
 
 
 def test_the_data_engineer_reads_the_catalog_but_changes_it_only_when_granted(

@@ -202,9 +202,9 @@ def parse_alter_table(sql: str, cursor: Cursor, names: Names) -> Command:
         reader.word("PURGE")
         reader.done()
         return drop
-    if reader.peek() not in ("ADD", "REPLACE", "SET"):
-        reader.fail("expected ADD, DROP, PARTITION, SET or REPLACE COLUMNS")
-    return parse_alter_definition(reader, ref)
+    if reader.peek() not in ("ADD", "REPLACE", "SET", "RENAME"):
+        reader.fail("expected ADD, DROP, PARTITION, SET, RENAME TO or REPLACE COLUMNS")
+    return parse_alter_definition(reader, ref, names)
 
 
 @dataclass

@@ -356,8 +356,40 @@ class AlterTable(TableCommand):
         return no_rows()
 
 
-def parse_alter_definition(reader: Reader, ref: TableRef) -> Command:
+@dataclass
+class RenameTable(TableCommand):
+    """ALTER TABLE t RENAME TO u: the definition and partitions under a new name (in the same
+    catalog); the data stays where it is. A rename is, to Glue's rights, the table deleted
+    under its old name and created under the new one."""
+
+    target: TableRef
+
+    def run(self, context: Context) -> EngineResult:
+        if self.target.catalog != self.ref.catalog:
+            raise InvalidRequest(
+                f"ALTER TABLE RENAME TO cannot move {self.ref} to another catalog "
+                f"({self.target.catalog})"
+            )
+        context.authorize_table(["glue:DeleteTable"], self.ref)
+        context.authorize_table(["glue:CreateTable"], self.target)
+        catalog = self.metastore(context)
+        table = catalog.table(self.ref.database, self.ref.table)
+        refuse_view(table, "ALTER TABLE RENAME TO")
+        catalog.require_database(self.target.database)
+        if catalog.table_exists(self.target.database, self.target.table):
+            raise InvalidRequest(f"Table {self.target} already exists")
+        catalog.rename_table(
+            self.ref.database, self.ref.table, self.target.database, self.target.table
+        )
+        return no_rows()
+
+
+def parse_alter_definition(reader: Reader, ref: TableRef, names: Names) -> Command:
     """What follows ``ALTER TABLE name`` when it changes the definition (not partitions)."""
+    if reader.words("RENAME", "TO"):
+        target = table_ref(reader, names)
+        reader.done()
+        return RenameTable(ref, target)
     if reader.words("SET", "TBLPROPERTIES"):
         properties = reader.properties()
         check_properties(properties)
