@@ -8,6 +8,7 @@ ResourceNotFound, AccessDenied, TooManyRequests.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Protocol
 
 from lakeward.metastore.tables import TableInfo
@@ -18,6 +19,7 @@ from lakeward.query.model import (
     ResultPage,
     WorkGroup,
 )
+from lakeward.query.prepared import PreparedStatement
 
 
 class SqlApi(Protocol):
@@ -108,3 +110,13 @@ class SqlApi(Protocol):
     def list_named_queries(
         self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
     ) -> tuple[list[str], str | None]: ...
+
+    def put_prepared_statement(
+        self, name: str, workgroup: str, query: str, description: str = "", *, create: bool
+    ) -> None: ...
+
+    def get_prepared_statement(self, name: str, workgroup: str) -> PreparedStatement: ...
+
+    def list_prepared_statements(self, workgroup: str) -> list[tuple[str, datetime]]: ...
+
+    def delete_prepared_statement(self, name: str, workgroup: str) -> None: ...

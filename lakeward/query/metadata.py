@@ -10,20 +10,23 @@ from __future__ import annotations
 import base64
 import uuid
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from lakeward.access import Authorizer
 from lakeward.access.arns import catalog_arn, workgroup_arn
 from lakeward.config import Settings
-from lakeward.errors import InvalidRequest
+from lakeward.errors import InvalidRequest, ResourceNotFound
 from lakeward.metastore.tables import TableInfo
 from lakeward.query.catalogs import (
     ACCOUNT_ID,
     AWS_DATA_CATALOG,
+    DEFAULT_CATALOG,
     Catalogs,
     matches,
 )
 from lakeward.query.model import DataCatalog, NamedQuery, WorkGroup
+from lakeward.query.prepared import PreparedStatement, PreparedStatements
 from lakeward.query.store import Store
 from lakeward.query.view_definitions import described
 from lakeward.query.workgroups import WorkGroups, check
@@ -158,6 +161,55 @@ class MetadataOperations:
         return ids[:max_results], next_token_at(offset + max_results) if len(
             ids
         ) > max_results else None
+
+
+class PreparedOperations:
+    """Athena's prepared-statement calls (PREPARE and DEALLOCATE are statements)."""
+
+    access: Authorizer
+    catalogs: Catalogs
+    prepared: PreparedStatements
+    workgroups: WorkGroups
+
+    def put_prepared_statement(
+        self, name: str, workgroup: str, query: str, description: str = "", *, create: bool
+    ) -> None:
+        group = self.workgroups.find(workgroup).name
+        action = "Create" if create else "Update"
+        self.access.authorize(f"athena:{action}PreparedStatement", workgroup_arn(group))
+        existing = self.prepared.get(group, name)
+        if create and existing is not None:
+            raise InvalidRequest(f"PreparedStatement {name} already exists in workGroup {group}")
+        if not create and existing is None:
+            raise ResourceNotFound(f"PreparedStatement {name} was not found in workGroup {group}")
+        from lakeward.query.statements import parse_statement  # the statements' one table
+
+        parse_statement(  # the text must be a statement PREPARE takes
+            f"PREPARE {name} FROM {query}",
+            default_catalog=DEFAULT_CATALOG,
+            default_database="default",
+            catalogs=self.catalogs.names(),
+        )
+        self.prepared.put(PreparedStatement(group, name, query, description))
+
+    def get_prepared_statement(self, name: str, workgroup: str) -> PreparedStatement:
+        group = self.workgroups.find(workgroup).name
+        self.access.authorize("athena:GetPreparedStatement", workgroup_arn(group))
+        found = self.prepared.get(group, name)
+        if found is None:
+            raise ResourceNotFound(f"PreparedStatement {name} was not found in workGroup {group}")
+        return found
+
+    def list_prepared_statements(self, workgroup: str) -> list[tuple[str, datetime]]:
+        group = self.workgroups.find(workgroup).name
+        self.access.authorize("athena:ListPreparedStatements", workgroup_arn(group))
+        return self.prepared.names(group)
+
+    def delete_prepared_statement(self, name: str, workgroup: str) -> None:
+        group = self.workgroups.find(workgroup).name
+        self.access.authorize("athena:DeletePreparedStatement", workgroup_arn(group))
+        if not self.prepared.delete(group, name):
+            raise ResourceNotFound(f"PreparedStatement {name} was not found in workGroup {group}")
 
 
 def default_output_location(settings: Settings, workgroup: str) -> str:

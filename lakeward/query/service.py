@@ -41,6 +41,7 @@ from lakeward.query.metadata import (
     DEFAULT_WORKGROUP,
     MAX_QUERY_LENGTH,
     MetadataOperations,
+    PreparedOperations,
     default_output_location,
     next_token_at,
     offset_of,
@@ -55,6 +56,7 @@ from lakeward.query.model import (
 )
 from lakeward.query.owners import check_reader, listed_owner, may_read
 from lakeward.query.planner import Planner, Run
+from lakeward.query.prepared import PreparedStatements, execute_parts
 from lakeward.query.presence import Presence
 from lakeward.query.sql.parameters import bind
 from lakeward.query.sql.queries import Statement
@@ -97,7 +99,7 @@ class _Execution(Run):
         self.statement = statement
 
 
-class QueryService(MetadataOperations):
+class QueryService(MetadataOperations, PreparedOperations):
     """Implements ``lakeward.query.api.SqlApi``: executions here, the rest in metadata.py."""
 
     def __init__(
@@ -123,6 +125,7 @@ class QueryService(MetadataOperations):
         self.access: Authorizer = access or AllowAll()
         self.storage = storage or load_storage(settings)
         self.store = Store(settings.data_dir / "query" / "service.db")
+        self.prepared = PreparedStatements(self.store.engine)
         self.catalogs = Catalogs(self.store, catalog_loader)
         self.workgroups = WorkGroups(self.store, self.access, settings.lake_root)
         self._engines: dict[str, Engine] = {}
@@ -201,11 +204,10 @@ class QueryService(MetadataOperations):
             raise InvalidRequest("QueryString is empty")
         if len(query) > MAX_QUERY_LENGTH:
             raise InvalidRequest(f"QueryString is longer than {MAX_QUERY_LENGTH} characters")
-        if execution_parameters is not None:
-            query = bind(query, execution_parameters)
         group = self._work_group(workgroup or DEFAULT_WORKGROUP)
         if group.state != "ENABLED":
             raise InvalidRequest(f"workgroup {group.name} is disabled")
+        query = self._bound(query, group, execution_parameters, principal)
         catalog = self.catalogs.canonical(catalog or DEFAULT_CATALOG)
         database = (database or "default").lower()
         try:
@@ -282,6 +284,29 @@ class QueryService(MetadataOperations):
         self._pool.submit(self._execute, execution)
         self.presence.wake()
         return execution.id
+
+    def _bound(
+        self, query: str, group: WorkGroup, parameters: list[str] | None, principal: str
+    ) -> str:
+        """The statement to run: an EXECUTE's prepared statement with its values bound, or
+        the query with its ExecutionParameters bound."""
+        executed = execute_parts(query)
+        if executed is None:
+            return query if parameters is None else bind(query, parameters)
+        name, values = executed
+        if values and parameters:
+            raise InvalidRequest(
+                "EXECUTE takes its values from USING or ExecutionParameters, not both"
+            )
+        self.access.authorize(
+            "athena:GetPreparedStatement", workgroup_arn(group.name), principal=principal
+        )
+        prepared = self.prepared.get(group.name, name.lower())
+        if prepared is None:
+            raise InvalidRequest(
+                f"PreparedStatement {name} was not found in workGroup {group.name}"
+            )
+        return bind(prepared.query, values or parameters or [])
 
     def _output_location(self, group: WorkGroup, requested: str | None) -> str:
         settings = self.settings
@@ -445,6 +470,7 @@ class QueryService(MetadataOperations):
                 self.storage,
                 self.journal,
                 run,
+                self.prepared,
             )
             return statement.run(context), 0
         plan = self.planner.plan(run, statement.target)

@@ -12,7 +12,7 @@ from lakeward.errors import (
     ResourceNotFound,
     TableNotFound,
 )
-from lakeward.http.athena import shapes, workgroups
+from lakeward.http.athena import prepared, shapes, workgroups
 from lakeward.query.api import SqlApi
 from lakeward.query.model import (
     DataCatalog,
@@ -200,4 +200,10 @@ OPERATIONS: dict[str, Handler] = {
     "CreateNamedQuery": _create_named_query,
     "GetNamedQuery": _get_named_query,
     "ListNamedQueries": _list_named_queries,
+    "CreatePreparedStatement": prepared.create,
+    "UpdatePreparedStatement": prepared.update,
+    "GetPreparedStatement": prepared.get,
+    "BatchGetPreparedStatement": prepared.batch_get,
+    "ListPreparedStatements": prepared.list_,
+    "DeletePreparedStatement": prepared.delete,
 }

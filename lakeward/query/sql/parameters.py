@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import expressions as exp
 from sqlglot.dialects.trino import Trino
-from sqlglot.tokenizer_core import TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 from lakeward.errors import InvalidRequest
 
@@ -35,20 +35,22 @@ def _literal(value: str, position: int) -> str:
     return value.strip()
 
 
+def placeholders(query: str) -> list[Token]:
+    """The ``?`` tokens of a statement, in order."""
+    tokens = Trino().tokenizer_class().tokenize(query)
+    return [t for t in tokens if t.token_type == TokenType.PLACEHOLDER]
+
+
 def bind(query: str, parameters: list[str]) -> str:
     """``query`` with its ``?`` placeholders replaced by ``parameters``, in order."""
-    placeholders = [
-        t
-        for t in Trino().tokenizer_class().tokenize(query)
-        if t.token_type == TokenType.PLACEHOLDER
-    ]
-    if len(placeholders) != len(parameters):
+    found = placeholders(query)
+    if len(found) != len(parameters):
         raise InvalidRequest(
-            f"Incorrect number of parameters: expected {len(placeholders)} but found "
+            f"Incorrect number of parameters: expected {len(found)} but found "
             f"{len(parameters)} (ExecutionParameters must give one value per ? in the query)"
         )
     bound, last = [], 0
-    for position, (token, value) in enumerate(zip(placeholders, parameters, strict=True), 1):
+    for position, (token, value) in enumerate(zip(found, parameters, strict=True), 1):
         bound += [query[last : token.start], _literal(value, position)]
         last = token.end + 1
     return "".join(bound) + query[last:]

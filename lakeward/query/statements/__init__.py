@@ -21,7 +21,7 @@ from lakeward.errors import InvalidRequest
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.queries import Statement, parse_explain, parse_query
 from lakeward.query.sql.tokens import QUERY_STARTS, Cursor, one_statement
-from lakeward.query.statements import show
+from lakeward.query.statements import prepared, show
 from lakeward.query.statements.base import Command, Parser
 from lakeward.query.statements.ddl import databases, partitions, tables
 from lakeward.query.statements.views import commands as views
@@ -51,13 +51,16 @@ PARSERS: dict[tuple[str, ...], Parser] = {
     ("SHOW", "PARTITIONS"): show.parse_show_partitions,
     ("DESCRIBE",): show.parse_describe,
     ("DESC",): show.parse_describe,
+    ("PREPARE",): prepared.parse_prepare,
+    ("DEALLOCATE", "PREPARE"): prepared.parse_deallocate,
+    ("DEALLOCATE PREPARE",): prepared.parse_deallocate,  # sqlglot's one token for the two
 }
 """Leading words (upper-cased keywords) -> the parser of statements that start so."""
 
 STATEMENTS = (
     "queries (SELECT, WITH, VALUES), EXPLAIN, SHOW, DESCRIBE, CREATE/DROP DATABASE, "
     "CREATE EXTERNAL TABLE, CREATE TABLE AS, ALTER TABLE, DROP TABLE, MSCK REPAIR TABLE, "
-    "CREATE/DROP VIEW, INSERT INTO and UNLOAD"
+    "CREATE/DROP VIEW, INSERT INTO, UNLOAD, PREPARE, EXECUTE and DEALLOCATE PREPARE"
 )
 
 

@@ -22,12 +22,14 @@ import pyarrow as pa
 from lakeward.access import Authorizer
 from lakeward.access.arns import glue_arns
 from lakeward.config import Settings
+from lakeward.errors import InvalidRequest
 from lakeward.query.catalogs import Catalogs
 from lakeward.query.catalogs.base import Catalog
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.journal import Journal
 from lakeward.query.model import ColumnInfo, QueryExecution, StatementType, TableRef, WorkGroup
 from lakeward.query.planner import Plan, Planner, Run
+from lakeward.query.prepared import PreparedStatements
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.queries import Statement
 from lakeward.query.sql.tokens import Cursor
@@ -67,6 +69,7 @@ class Context:
     storage: Storage
     journal: Journal
     run_: Run
+    prepared: PreparedStatements | None = None  # the service's (PREPARE, DEALLOCATE)
 
     @property
     def execution(self) -> QueryExecution:
@@ -99,6 +102,11 @@ class Context:
 
     def catalog(self, name: str) -> Catalog:
         return self.catalogs.catalog(name)
+
+    def prepared_statements(self) -> PreparedStatements:
+        if self.prepared is None:
+            raise InvalidRequest("prepared statements are kept by the SQL service only")
+        return self.prepared
 
     def plan(self, select: Statement) -> Plan:
         return self.planner.plan(self.run_, select)

@@ -192,7 +192,10 @@ def test_hive_string_escapes() -> None:
             "Iceberg tables are not supported",
         ),
         ("DROP DATABASE x y", "expected the end of the statement, found 'y'"),
-        ("ALTER TABLE t RENAME TO u", "column 15: expected ADD, DROP, PARTITION, SET or REPLACE"),
+        (
+            "ALTER TABLE t CHANGE COLUMN a b int",
+            "column 15: expected ADD, DROP, PARTITION, SET, RENAME",
+        ),
         ("ALTER TABLE t SET SERDEPROPERTIES ('a'='b')", "column 19: expected TBLPROPERTIES or LOC"),
         ("ALTER TABLE t PARTITION (p='1') SET 'x'", "expected LOCATION, found ''x''"),
         ("ALTER TABLE t ADD PARTITION (dt=)", "expected a value"),
