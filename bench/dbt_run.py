@@ -68,7 +68,8 @@ def write_project(project: Path, bucket: str) -> None:
     for i in range(5):
         (models / f"peaks_{i}.sql").write_text(
             "{{ config(materialized='view') }}\n"
-            f"select country, max(deaths) as peak from {{{{ ref('deaths_{i}') }}}} group by country\n"
+            f"select country, max(deaths) as peak from {{{{ ref('deaths_{i}') }}}}\n"
+            "group by country\n"
         )
         (models / f"daily_{i}.sql").write_text(
             "{{ config(materialized='incremental', incremental_strategy='append') }}\n"
