@@ -9,7 +9,8 @@ The project is generated in a temporary directory: 10 table models over the seed
 tables and append to the incrementals) and prints, for each run, the wall time and the
 part of it spent inside lakeward's SQL service: the sum of the run's queries'
 ``TotalExecutionTimeInMillis`` (they run one at a time: ``threads: 1``). What remains is
-dbt itself (parsing, compiling, its Glue and S3 calls) and the clients' polling.
+dbt itself (parsing, compiling, its Glue and S3 calls) and its polling: dbt-athena asks
+for a query's state every ``poll_interval`` (1 s unless ``--poll-interval`` says).
 
 dbt-athena runs from the side environment ``bench/clients_env.sh`` makes.
 """
@@ -39,7 +40,7 @@ GROUPS = [
 ]  # fmt: skip
 
 
-def write_project(project: Path, bucket: str) -> None:
+def write_project(project: Path, bucket: str, poll_interval: float | None) -> None:
     models = project / "models"
     models.mkdir(parents=True)
     (project / "dbt_project.yml").write_text(
@@ -52,6 +53,7 @@ def write_project(project: Path, bucket: str) -> None:
         "      region_name: us-east-1\n      database: awsdatacatalog\n"
         "      schema: \"{{ env_var('DBT_SCHEMA') }}\"\n      work_group: primary\n"
         "      threads: 1\n"
+        + (f"      poll_interval: {poll_interval}\n" if poll_interval is not None else "")
     )
     (models / "sources.yml").write_text(
         "version: 2\nsources:\n  - name: covid\n    schema: default\n"
@@ -83,6 +85,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument(
+        "--poll-interval", type=float, default=None, help="dbt-athena's (default: its own, 1 s)"
+    )
     args = parser.parse_args()
     dbt = ROOT / ".venv-clients" / "bin" / "dbt"
     if not dbt.is_file():
@@ -113,7 +118,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp)
-        write_project(project, settings.lake.data_bucket)
+        write_project(project, settings.lake.data_bucket, args.poll_interval)
         say(f"{'run':<6}{'wall':>10}{'queries':>10}{'in lakeward':>14}{'share':>8}")
         for run in range(1, args.runs + 1):
             before = set(athena.list_query_executions(MaxResults=50)["QueryExecutionIds"])
