@@ -27,7 +27,7 @@ from lakeward.query.catalogs import Catalogs
 from lakeward.query.engines.base import Engine, Limits, ResolvedTable
 from lakeward.query.formats import TableFormat
 from lakeward.query.model import ColumnInfo, QueryExecution, TableRef, WorkGroup
-from lakeward.query.planner import views
+from lakeward.query.planner import information_schema, views
 from lakeward.query.sql.queries import Statement
 from lakeward.query.translate.query import to_engine_sql
 from lakeward.storage.arrow import S3Options, arrow_filesystem
@@ -81,6 +81,10 @@ class Planner:
         def authorize(action: str, resource: str) -> object:
             return self.access.authorize(action, resource, principal=run.principal)
 
+        def allowed(action: str, resource: str) -> bool:
+            return self.access.allowed(action, resource, principal=run.principal)
+
+        select = information_schema.inline(self.catalogs, select, allowed)
         select = views.expand(self.catalogs, select, authorize)
         tables = [self.resolve(ref) for ref in select.tables]
         for table in tables:

@@ -19,6 +19,9 @@ _INTERNAL_TABLE_PREFIXES = ("duckdb_", "sqlite_", "pragma_")
 # file name, a path or a trick, and no registered table could match it.
 _HIVE_NAME = re.compile(r"[a-z0-9_]+")
 ONLY_TABLES = "queries read only tables of registered catalogs"
+INFORMATION_SCHEMA = "information_schema"
+# The information_schema tables each catalog answers (planner/information_schema.py).
+INFORMATION_SCHEMA_TABLES = ("schemata", "tables", "columns", "views")
 DEFAULT_CATALOG = "demo_hive_metastore"
 # The catalog every Athena tool assumes (the account's Glue catalog): lakeward's default,
 # unless a catalog of that name is registered.
@@ -55,6 +58,14 @@ class Names:
 
     def table(self, parts: list[str]) -> TableRef:
         *qualifier, table = parts
+        if qualifier and qualifier[-1] == INFORMATION_SCHEMA:
+            catalog = self.catalog(qualifier[0]) if len(qualifier) == 2 else self.default_catalog
+            if table not in INFORMATION_SCHEMA_TABLES:
+                raise InvalidRequest(
+                    f"information_schema.{table} is not supported: lakeward answers "
+                    + ", ".join(f"information_schema.{t}" for t in INFORMATION_SCHEMA_TABLES)
+                )
+            return TableRef(catalog, INFORMATION_SCHEMA, table)
         catalog, database = self.database(qualifier or [self.default_database])
         if table.startswith(_INTERNAL_TABLE_PREFIXES):
             raise InvalidRequest(f"table {table} is not allowed: {ONLY_TABLES}")
