@@ -33,6 +33,9 @@ def athena_client(settings: Settings, endpoint: str | None = None) -> Any:
     )
 
 
+_WRITES = ("CREATE_TABLE_AS_SELECT", "INSERT")  # answer their count as UpdateCount
+
+
 def run_query(
     client: Any,
     sql: str,
@@ -79,6 +82,9 @@ def run_query(
             is_select = execution["QueryExecution"].get("StatementType") == "DML"
             if first and is_select and page_rows and page_rows[0] == names:
                 page_rows = page_rows[1:]  # the labels row Athena puts first
+            writes = execution["QueryExecution"].get("SubstatementType") in _WRITES
+            if first and writes and "UpdateCount" in page:
+                page_rows = [[str(page["UpdateCount"])]]  # a write's count: its only row
             first = False
             rows.extend(page_rows)
     except ClientError as exc:

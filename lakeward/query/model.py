@@ -82,6 +82,7 @@ class QueryExecution:
     error_category: int | None = None
     error_type: int | None = None
     retryable: bool | None = None
+    reuse_max_age_minutes: int | None = None  # ResultReuseByAgeConfiguration, when enabled
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ statements are kept in the SQL service's database, beside the executions.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -18,7 +19,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlglot.dialects.trino import Trino
 from sqlglot.tokenizer_core import TokenType
 
+from lakeward.access.arns import workgroup_arn
 from lakeward.errors import InvalidRequest
+from lakeward.query.sql.parameters import bind
 from lakeward.sqlstate import migrate, writer
 
 metadata = MetaData()
@@ -121,3 +124,25 @@ def execute_parts(query: str) -> tuple[str, list[str]] | None:
             start = token.end + 1
     values.append(using[start:].strip())
     return name, values
+
+
+def bound_statement(
+    query: str,
+    parameters: list[str] | None,
+    prepared: PreparedStatements,
+    workgroup: str,
+    authorize: Callable[[str, str], object],
+) -> str:
+    """The statement to run: an EXECUTE's prepared statement with its values bound, or the
+    query with its ExecutionParameters bound."""
+    executed = execute_parts(query)
+    if executed is None:
+        return query if parameters is None else bind(query, parameters)
+    name, values = executed
+    if values and parameters:
+        raise InvalidRequest("EXECUTE takes its values from USING or ExecutionParameters, not both")
+    authorize("athena:GetPreparedStatement", workgroup_arn(workgroup))
+    found = prepared.get(workgroup, name.lower())
+    if found is None:
+        raise InvalidRequest(f"PreparedStatement {name} was not found in workGroup {workgroup}")
+    return bind(found.query, values or parameters or [])

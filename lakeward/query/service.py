@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -56,9 +57,8 @@ from lakeward.query.model import (
 )
 from lakeward.query.owners import check_reader, listed_owner, may_read
 from lakeward.query.planner import Planner, Run
-from lakeward.query.prepared import PreparedStatements, execute_parts
+from lakeward.query.prepared import PreparedStatements, bound_statement
 from lakeward.query.presence import Presence
-from lakeward.query.sql.parameters import bind
 from lakeward.query.sql.queries import Statement
 from lakeward.query.statements import parse_statement
 from lakeward.query.statements.base import Command, Context
@@ -207,7 +207,9 @@ class QueryService(MetadataOperations, PreparedOperations):
         group = self._work_group(workgroup or DEFAULT_WORKGROUP)
         if group.state != "ENABLED":
             raise InvalidRequest(f"workgroup {group.name} is disabled")
-        query = self._bound(query, group, execution_parameters, principal)
+        query = bound_statement(
+            query, execution_parameters, self.prepared, group.name, self._authorizer(principal)
+        )
         catalog = self.catalogs.canonical(catalog or DEFAULT_CATALOG)
         database = (database or "default").lower()
         try:
@@ -247,6 +249,7 @@ class QueryService(MetadataOperations, PreparedOperations):
             engine=group.engine,
             client_request_token=client_request_token,
             started_by=principal,
+            reuse_max_age_minutes=reuse_max_age_minutes,
         )
         execution.output_location = f"{location}/{execution.id}.csv"
         result_arn = self.planner.lake_arn(execution.output_location)
@@ -285,33 +288,15 @@ class QueryService(MetadataOperations, PreparedOperations):
         self.presence.wake()
         return execution.id
 
-    def _bound(
-        self, query: str, group: WorkGroup, parameters: list[str] | None, principal: str
-    ) -> str:
-        """The statement to run: an EXECUTE's prepared statement with its values bound, or
-        the query with its ExecutionParameters bound."""
-        executed = execute_parts(query)
-        if executed is None:
-            return query if parameters is None else bind(query, parameters)
-        name, values = executed
-        if values and parameters:
-            raise InvalidRequest(
-                "EXECUTE takes its values from USING or ExecutionParameters, not both"
-            )
-        self.access.authorize(
-            "athena:GetPreparedStatement", workgroup_arn(group.name), principal=principal
-        )
-        prepared = self.prepared.get(group.name, name.lower())
-        if prepared is None:
-            raise InvalidRequest(
-                f"PreparedStatement {name} was not found in workGroup {group.name}"
-            )
-        return bind(prepared.query, values or parameters or [])
+    def _authorizer(self, principal: str) -> Callable[[str, str], object]:
+        return lambda action, resource: self.access.authorize(action, resource, principal=principal)
 
     def _output_location(self, group: WorkGroup, requested: str | None) -> str:
         settings = self.settings
         default = default_output_location(settings, group.name)
-        if group.enforce_configuration or not requested:
+        # Enforcing a workgroup's configuration enforces the location it has; one that has
+        # none leaves the client's OutputLocation in force.
+        if not requested or (group.enforce_configuration and group.output_location):
             return (group.output_location or default).rstrip("/")
         requested = requested.rstrip("/")
         place = lake_place(settings, requested)

@@ -108,6 +108,8 @@ executions = Table(
     Column("error_category", Integer),
     Column("error_type", Integer),
     Column("retryable", Boolean),
+    # Added in v7: the result reuse the execution asked for (MaxAgeInMinutes).
+    Column("reuse_max_age_minutes", Integer),
 )
 
 processes = Table(
@@ -503,6 +505,13 @@ def _athena_error_v6(conn: Connection) -> None:
             conn.execute(text(f"ALTER TABLE query_executions ADD COLUMN {column} {kind}"))
 
 
+def _result_reuse_v7(conn: Connection) -> None:
+    """Executions record the result reuse they asked for (Athena echoes it)."""
+    columns = {c["name"] for c in inspect(conn).get_columns(executions.name)}
+    if "reuse_max_age_minutes" not in columns:
+        conn.execute(text("ALTER TABLE query_executions ADD COLUMN reuse_max_age_minutes INTEGER"))
+
+
 MIGRATIONS = [
     _create_v1,
     _processes_v2,
@@ -510,4 +519,5 @@ MIGRATIONS = [
     _writes_v4,
     _substatement_v5,
     _athena_error_v6,
+    _result_reuse_v7,
 ]

@@ -76,6 +76,11 @@ def query_execution(q: QueryExecution) -> JsonDict:
         "StatementType": q.statement_type.value,
         **({"SubstatementType": q.substatement_type} if q.substatement_type else {}),
         "ResultConfiguration": {"OutputLocation": q.output_location},
+        "ResultReuseConfiguration": {
+            "ResultReuseByAgeConfiguration": {"Enabled": False}
+            if q.reuse_max_age_minutes is None
+            else {"Enabled": True, "MaxAgeInMinutes": q.reuse_max_age_minutes}
+        },
         "QueryExecutionContext": compact({"Catalog": q.catalog, "Database": q.database}),
         "Status": compact(status),
         "Statistics": statistics,

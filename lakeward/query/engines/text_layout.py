@@ -35,6 +35,7 @@ class TextLayout:
     mapping: tuple[tuple[str, str], ...] = ()  # JSON: column -> key (OpenX mapping.*)
     case_insensitive: bool = True  # JSON: keys match columns whatever their case
     collection: str = "\x02"  # LazySimpleSerDe: between an array's items, a struct's fields
+    map_key: str = "\x03"  # LazySimpleSerDe: between a map entry's key and value
     encoding: str = "utf-8"  # serialization.encoding
 
     @classmethod
@@ -104,6 +105,7 @@ class TextLayout:
                 "\x02",
                 "collection.delim",
             ),
+            map_key=hive_byte(serde.get("mapkey.delim"), "\x03", "mapkey.delim"),
             header=header,
             footer=footer,
             encoding=encoding,

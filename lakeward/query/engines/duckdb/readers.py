@@ -330,9 +330,11 @@ def text_column_check(column: Column, layout: TextLayout) -> HiveType:
     except ValueError:
         raise QueryFailed(f"column {column.name} has type {column.type}, not a Hive type") from None
     refused = None
-    if hive.name in ("map", "uniontype", "binary"):
+    if hive.name == "uniontype":
         refused = f"{hive.name} columns are not read from text files here"
-    elif hive.name in ("array", "struct"):
+    elif hive.name == "binary" and layout.kind != "text":
+        refused = "OpenCSVSerde reads binary columns as text: declare them string"
+    elif hive.name in ("array", "struct", "map"):
         if layout.kind != "text":
             refused = "OpenCSVSerde reads primitive columns only"
         elif layout.escape is not None:
@@ -363,6 +365,15 @@ def text_view_column(column: Column, layout: TextLayout) -> str:
         return (
             f"CASE WHEN {raw} = '' THEN {empty} ELSE list_transform(string_split({raw}, "
             f"{_sql_text(layout.collection)}), lambda item: {item}) END AS {name}"
+        )
+    if hive.name == "map":  # entries split by collection.delim, key from value by mapkey.delim
+        key, value = (_item(a, f"split_part(entry, {_sql_text(layout.map_key)}, {i})", layout)
+                      for i, a in enumerate(hive.args, start=1))  # fmt: skip
+        empty = f"CAST(MAP() AS {duckdb_type_of_hive(hive)})"
+        return (
+            f"CASE WHEN {raw} = '' THEN {empty} ELSE map_from_entries(list_transform("
+            f"string_split({raw}, {_sql_text(layout.collection)}), "
+            f"lambda entry: {{'key': {key}, 'value': {value}}})) END AS {name}"
         )
     if hive.name == "struct":
         parts = f"string_split({raw}, {_sql_text(layout.collection)})"
@@ -412,6 +423,11 @@ def _parsed(hive: HiveType, raw: str, column: Column | None) -> str:
         return f"CASE lower({raw}) WHEN 'true' THEN true WHEN 'false' THEN false END"
     if hive.name == "date":
         return f"TRY_CAST({raw} AS DATE)"
+    if hive.name == "binary":  # Hive's LazyBinary: base64 is decoded, other text kept as bytes
+        return (
+            f"CASE WHEN length({raw}) % 4 = 0 AND regexp_full_match({raw}, "
+            f"'[A-Za-z0-9+/]*={{0,2}}') THEN from_base64({raw}) ELSE encode({raw}) END"
+        )
     if hive.name in ("timestamp", "timestamp_ntz"):
         return f"TRY_CAST({raw} AS TIMESTAMP)"
     what = f"column {column.name}" if column else "an item"

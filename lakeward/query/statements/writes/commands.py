@@ -113,8 +113,10 @@ def _authorize_put(context: Context, uri: str) -> None:
 def _rows_result(written: WriteResult, count: bool = True) -> EngineResult:
     if not count:
         return EngineResult([], iter([]), written.bytes_scanned, update_count=written.rows)
+    # Athena describes the result as one bigint column, rows, and answers no row: the
+    # count is the UpdateCount (a client's rowcount), not a row to fetch.
     column = AthenaType.of("bigint").column(ROWS_COLUMN)
-    batch = pa.record_batch([pa.array([written.rows], pa.int64())], names=[ROWS_COLUMN])
+    batch = pa.record_batch([pa.array([], pa.int64())], names=[ROWS_COLUMN])
     return EngineResult([column], iter([batch]), written.bytes_scanned, update_count=written.rows)
 
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# PyAthena's own test suite, unchanged, against a running lakeward stack.
+#
+#   bash bench/pyathena_suite.sh <PyAthena checkout> [data dir] [test paths and pytest options]
+#
+# The suite runs in its own environment (.venv-pyathena-suite): the checkout's PyAthena
+# with the test dependencies its pyproject.toml lists (polars, Jinja2, pytest...).
+# The suite reaches the stack as it reaches AWS: AWS_ENDPOINT_URL and the stack's key pair
+# (lakeward credentials), its tables created under the lake's s3:// staging place. Its
+# SQLAlchemy compliance suite (tests/sqlalchemy) makes Iceberg tables, and its Spark tests
+# need Athena for Spark's sessions: neither is offered, so they are not run here.
+# A JUnit report goes to pyathena-suite.xml in the current directory.
+set -euo pipefail
+suite=$(cd "$1" && pwd)
+data_dir=${2:-.lakeward}
+shift $(( $# >= 2 ? 2 : 1 ))
+root=$(cd "$(dirname "$0")/.." && pwd)
+report=$PWD/pyathena-suite.xml
+env=$root/.venv-pyathena-suite
+if [ ! -x "$env/bin/pytest" ]; then
+  python3 -m venv "$env"
+  "$env/bin/pip" install -q "$suite[sqlalchemy,pandas,arrow,polars]" s3fs Jinja2 pytest \
+    pytest-dependency pytest-xdist 2>/dev/null
+fi
+eval "$("$root/.venv/bin/lakeward" credentials --data-dir "$data_dir")"
+bucket=$("$root/.venv/bin/python" -c "
+from pathlib import Path; from lakeward.config import load_settings
+print(load_settings(data_dir=Path('$data_dir'), env={}).lake.data_bucket)")
+export AWS_DEFAULT_REGION=us-east-1
+export AWS_ATHENA_S3_STAGING_DIR="s3://$bucket/pyathena-suite/"
+export AWS_ATHENA_WORKGROUP=primary
+export AWS_ATHENA_DEFAULT_WORKGROUP=primary
+export AWS_ATHENA_SPARK_WORKGROUP=athena-for-spark-is-not-offered
+cd "$suite"
+[ $# -gt 0 ] || set -- tests/pyathena
+exec "$env/bin/python" -m pytest -p no:cacheprovider -q -rfE \
+  --ignore=tests/pyathena/spark --junitxml="$report" "$@"
