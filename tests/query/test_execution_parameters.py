@@ -35,3 +35,31 @@ def test_a_value_that_is_not_one_literal_is_refused_naming_its_position(value: s
         InvalidRequest, match="ExecutionParameters member 2 .* is not a SQL literal"
     ):
         bind("SELECT ?, ?", ["1", value])
+
+
+def test_execute_names_its_statement_and_values_as_written() -> None:
+    from lakeward.query.prepared import execute_parts
+
+    assert execute_parts("EXECUTE q USING 'a, b', DATE '2020-01-01', (1)") == (
+        "q",
+        ["'a, b'", "DATE '2020-01-01'", "(1)"],
+    )
+    assert execute_parts("execute q;") == ("q", [])
+    assert execute_parts("SELECT 1") is None
+    with pytest.raises(InvalidRequest, match="EXECUTE must name"):
+        execute_parts("EXECUTE 'q'")
+    with pytest.raises(InvalidRequest, match="expected the values"):
+        execute_parts("EXECUTE q USING ")
+
+
+def test_information_schema_names_types_as_trino() -> None:
+    from lakeward.query.planner.information_schema import trino_type
+
+    assert [
+        trino_type(t)
+        for t in ("string", "int", "array<string>", "map<string,bigint>", "decimal(10,2)",
+                  "struct<a:int,b:array<float>>", "timestamp", "varchar(10)", "binary")
+    ] == [
+        "varchar", "integer", "array(varchar)", "map(varchar, bigint)", "decimal(10,2)",
+        "row(a integer, b array(real))", "timestamp(3)", "varchar(10)", "varbinary",
+    ]  # fmt: skip

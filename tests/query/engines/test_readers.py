@@ -365,6 +365,23 @@ def test_arrays_and_structs_in_hive_text(engine: DuckDbEngine, tmp_path: Path) -
         run(engine, 'SELECT * FROM "awsdatacatalog"."db"."t"', nested)
 
 
+def test_maps_and_binary_in_hive_text(engine: DuckDbEngine, tmp_path: Path) -> None:
+    # A map's entries split by collection.delim, key and value by mapkey.delim (^B and ^C by
+    # default); a binary field is base64 (Hive's LazyBinary decodes it), else its own bytes.
+    put(tmp_path / "t/a.txt", "1\t1\x032\x023\x034\tMTIz\n2\t\tnot base64!\n3\t\\N\t\\N\n")
+    t = table("t", tmp_path / "t", [("id", "int"), ("m", "map<int,int>"), ("b", "binary")],
+              text_format(**{"field.delim": "\t"}))  # fmt: skip
+    assert rows(engine, 'SELECT * FROM "awsdatacatalog"."db"."t" ORDER BY id', t) == [
+        (1, [(1, 2), (3, 4)], b"123"),  # a map, as Arrow lists its entries
+        (2, [], b"not base64!"),
+        (3, None, None),
+    ]
+    strings = table("t", tmp_path / "t", [("id", "int"), ("m", "map<string,bigint>")],
+                    text_format(**{"field.delim": "\t"}))  # fmt: skip
+    sql = 'SELECT m[\'3\'] FROM "awsdatacatalog"."db"."t" WHERE id = 1'
+    assert rows(engine, sql, strings) == [(4,)]
+
+
 def test_text_partitions_a_query_prunes_are_not_read(engine: DuckDbEngine, tmp_path: Path) -> None:
     put(tmp_path / "t/day=1/a.txt", "1\n")
     put(tmp_path / "t/day=2/b.txt", "2\n")
