@@ -100,9 +100,17 @@ def _maps_rows(node: exp.Expr) -> exp.Expr:
 
 
 def _unnamed(row: exp.Struct) -> bool:
-    """A ROW(...) without field names, outside a CAST (which names its fields)."""
+    """A ROW(...) without field names, outside a CAST (which names its fields).
+
+    A row inside rows and arrays that a CAST types (``CAST(ARRAY[ROW(ROW(1, 2))] AS
+    ARRAY(ROW(p ROW(x, y))))``) is named by the CAST too, by position, as in Trino."""
     named = any(isinstance(e, exp.PropertyEQ | exp.Alias) for e in row.expressions)
-    return bool(row.expressions) and not named and not isinstance(row.parent, exp.Cast)
+    if not row.expressions or named:
+        return False
+    parent = row.parent
+    while isinstance(parent, exp.Struct | exp.Array):
+        parent = parent.parent
+    return not isinstance(parent, exp.Cast)
 
 
 REWRITES = [_maps_rows]
