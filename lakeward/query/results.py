@@ -127,7 +127,8 @@ def write_results(
     csv_offset_parts: list[pa.Array] = []
     body_len = rows = 0
     with _spool() as csv, _spool() as body, _spool() as stored:
-        position = csv.write(_record([c.name for c in columns]))
+        # A statement without columns (DDL) leaves an empty file, as Athena's do: no header.
+        position = csv.write(_record([c.name for c in columns])) if columns else 0
         for batch in result.batches:
             texts = [column_texts(batch.column(i)) for i in range(batch.num_columns)]
             plain = [is_plain(batch.column(i).type) for i in range(batch.num_columns)]

@@ -116,13 +116,15 @@ Parser = Callable[[str, Cursor, Names], Command]
 """Parses one statement: its text, a cursor at its first token, and the name resolver."""
 
 
-def lines(name: str, values: list[str], *, sized: bool = False) -> EngineResult:
-    """A one-column varchar result, one row per value: what every SHOW answers.
+def lines(name: str, values: list[str], *, sized: bool = False, hive: bool = False) -> EngineResult:
+    """A one-column result, one row per value: what every SHOW answers.
 
+    ``hive``: one of the statements Athena answers from its Hive DDL engine (SHOW COLUMNS,
+    TABLES, DATABASES, PARTITIONS, CREATE TABLE, DESCRIBE), whose column is a ``string``.
     ``sized``: the column described as Trino describes an unbounded varchar (the views'
-    statements have always answered so; the others keep their metadata as it was)."""
+    statements have always answered so); otherwise a plain ``varchar``."""
     table = pa.table({name: pa.array(values, pa.string())})
-    column = ColumnInfo(name=name, type="varchar")
+    column = ColumnInfo(name=name, type="string" if hive else "varchar")
     if sized:
         column = ColumnInfo(name=name, type="varchar", precision=2147483647, case_sensitive=True)
     return EngineResult([column], iter(table.to_batches()))

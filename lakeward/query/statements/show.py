@@ -57,7 +57,7 @@ class ShowDatabases(Command):
             "lakeward:UseCatalog", catalog_arn(self.catalog), principal=context.principal
         )
         names = context.catalog(self.catalog).databases() if allowed else []
-        return lines("database_name", [n for n in names if like(self.like, n)])
+        return lines("database_name", [n for n in names if like(self.like, n)], hive=True)
 
 
 @dataclass
@@ -72,7 +72,7 @@ class ShowTables(Command):
 
     def run(self, context: Context) -> EngineResult:
         names = context.catalog(self.catalog).tables(self.database)
-        return lines("tab_name", sorted(n for n in names if like(self.like, n)))
+        return lines("tab_name", sorted(n for n in names if like(self.like, n)), hive=True)
 
 
 @dataclass
@@ -91,14 +91,16 @@ class Describe(Command):
         context.authorize("lakeward:UseCatalog", catalog_arn(ref.catalog))
         info = described(context.catalog(ref.catalog).table(ref.database, ref.table))
         if self.columns_only:
-            return lines("field", [c.name for c in [*info.columns, *info.partition_keys]])
+            return lines(
+                "field", [c.name for c in [*info.columns, *info.partition_keys]], hive=True
+            )
         found = [f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.columns]
         if info.partition_keys:
             found += ["", "# Partition Information", "# col_name\tdata_type\tcomment", ""]
             found += [
                 f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.partition_keys
             ]
-        return lines("col_name", found)
+        return lines("col_name", found, hive=True)
 
 
 def parse_describe(sql: str, cursor: Cursor, names: Names) -> Command:
@@ -137,7 +139,7 @@ class ShowCreateTable(TableCommand):
         context.authorize_table(["glue:GetTable"], self.ref)
         table = self.metastore(context).table(self.ref.database, self.ref.table)
         refuse_view(table, "SHOW CREATE TABLE")
-        return lines("createtab_stmt", create_statement(table).split("\n"))
+        return lines("createtab_stmt", create_statement(table).split("\n"), hive=True)
 
 
 def parse_show_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
@@ -158,7 +160,11 @@ class ShowPartitions(TableCommand):
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, "SHOW PARTITIONS")
         require_partitioned(table)
-        return lines("partition", sorted(client.partition_names(self.ref.database, self.ref.table)))
+        return lines(
+            "partition",
+            sorted(client.partition_names(self.ref.database, self.ref.table)),
+            hive=True,
+        )
 
 
 def parse_show_partitions(sql: str, cursor: Cursor, names: Names) -> Command:

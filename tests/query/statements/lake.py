@@ -10,8 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
-from tests.query.support import MEMORY, run
+from tests.query.support import MEMORY, run, wait
 
 DAYS = ("9/8/20", "9/9/20", "9/10/20")
 COUNTRIES = ("Italy", "Spain", "US")
@@ -74,3 +75,15 @@ def put_table(service: QueryService, name: str, table: pa.Table) -> str:
 
 def as_analyst(service: QueryService, sql: str) -> tuple[list[str], list[list[str | None]]]:
     return run(service, sql, catalog=MEMORY, database="sales", principal="analyst")
+
+
+def written_as_analyst(service: QueryService, sql: str) -> int:
+    """Run a write as the analyst; the rows it wrote (its UpdateCount: a write answers no row)."""
+    execution = wait(
+        service,
+        service.start_query_execution(sql, catalog=MEMORY, database="sales", principal="analyst"),
+    )
+    assert execution.state == QueryState.SUCCEEDED, execution.state_change_reason
+    page = service.get_query_results(execution.id)
+    assert page.rows == [["rows"]]
+    return page.update_count

@@ -14,7 +14,13 @@ from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
 from lakeward.query.statements import PARSERS, parse_statement, parser_for
 from lakeward.query.statements.writes.commands import CreateTableAs
-from tests.query.statements.lake import COUNTRIES, as_analyst, jhu_cases, put_table
+from tests.query.statements.lake import (
+    COUNTRIES,
+    as_analyst,
+    jhu_cases,
+    put_table,
+    written_as_analyst,
+)
 from tests.query.support import MEMORY, failure, wait
 
 # The JHU files' own figures (../shared/data/jhu_csse/README.md).
@@ -35,19 +41,19 @@ def test_a_table_made_with_ddl_is_queried_described_and_listed(sales: QueryServi
 def test_ctas_and_insert_write_a_partitioned_table_the_catalog_registers(
     sales: QueryService,
 ) -> None:
-    _, written = as_analyst(
+    written = written_as_analyst(
         sales,
         "CREATE TABLE by_country WITH (format = 'PARQUET', partitioned_by = ARRAY['country']) "
         "AS SELECT day, confirmed, country FROM cases WHERE day < DATE '2020-09-10'",
     )
-    assert written == [["6"]]
+    assert written == 6
     partitions = [r[0] for r in as_analyst(sales, "SHOW PARTITIONS by_country")[1]]
     assert partitions == [f"country={c}" for c in COUNTRIES]
-    _, inserted = as_analyst(
+    inserted = written_as_analyst(
         sales, "INSERT INTO by_country SELECT day, confirmed, country FROM cases "
         "WHERE day = DATE '2020-09-10'"
     )  # fmt: skip
-    assert inserted == [["3"]]
+    assert inserted == 3
     _, rows = as_analyst(
         sales, "SELECT country, max(confirmed) FROM by_country GROUP BY country ORDER BY 1"
     )
