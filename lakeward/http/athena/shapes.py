@@ -135,7 +135,8 @@ def column(c: Column) -> JsonDict:
 def table(t: TableInfo) -> JsonDict:
     # Athena lists the storage descriptor among the parameters; PyAthena reads it there.
     storage = {"location": t.location, "inputformat": t.input_format}
-    storage["serde.serialization.lib"] = t.serde
+    storage |= {"outputformat": t.output_format, "serde.serialization.lib": t.serde}
+    storage |= {f"serde.param.{k}": v for k, v in t.serde_parameters.items()}
     return {
         "Name": t.name,
         "TableType": t.table_type,
