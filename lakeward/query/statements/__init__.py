@@ -78,7 +78,15 @@ def parse_statement(
     )
     parser = parser_for(cursor.keywords())
     if parser is not None:
-        return parser(sql, cursor, names)
+        command = parser(sql, cursor, names)
+        if isinstance(command, prepared.Prepare):  # the statement it prepares, checked now
+            parse_statement(
+                prepared.checkable(command.text),
+                default_catalog=default_catalog,
+                default_database=default_database,
+                catalogs=catalogs,
+            )
+        return command
     first = cursor.peek()
     if first in QUERY_STARTS:
         return parse_query(sql, names)

@@ -54,9 +54,8 @@ def _statement_name(cursor: Cursor) -> str:
 
 
 def parse_prepare(sql: str, cursor: Cursor, names: Names) -> Command:
-    """PREPARE name FROM statement: the statement is checked now, its ``?`` as NULLs."""
-    from lakeward.query.statements import parse_statement  # the table of all statements
-
+    """PREPARE name FROM statement (``parse_statement`` checks the statement, its ``?`` read
+    as NULLs: ``checkable``)."""
     cursor.expect("PREPARE")
     name = _statement_name(cursor)
     cursor.expect("FROM")
@@ -65,17 +64,14 @@ def parse_prepare(sql: str, cursor: Cursor, names: Names) -> Command:
     text = sql[cursor.tokens[cursor.pos].start :].strip().rstrip(";").strip()
     if text.split(None, 1)[0].upper() in ("PREPARE", "EXECUTE", "DEALLOCATE"):
         raise InvalidRequest("a prepared statement cannot be PREPARE, EXECUTE or DEALLOCATE")
-    holes = placeholders(text)
-    checked = text
-    for hole in reversed(holes):
-        checked = checked[: hole.start] + "NULL" + checked[hole.end + 1 :]
-    parse_statement(
-        checked,
-        default_catalog=names.default_catalog,
-        default_database=names.default_database,
-        catalogs=names.catalogs,
-    )
     return Prepare(name, text)
+
+
+def checkable(text: str) -> str:
+    """A prepared statement's text with its ``?`` as NULLs: what checking it parses."""
+    for hole in reversed(placeholders(text)):
+        text = text[: hole.start] + "NULL" + text[hole.end + 1 :]
+    return text
 
 
 def parse_deallocate(sql: str, cursor: Cursor, names: Names) -> Command:
