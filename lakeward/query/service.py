@@ -294,9 +294,8 @@ class QueryService(MetadataOperations, PreparedOperations):
     def _output_location(self, group: WorkGroup, requested: str | None) -> str:
         settings = self.settings
         default = default_output_location(settings, group.name)
-        # Enforcing a workgroup's configuration enforces the location it has; one that has
-        # none leaves the client's OutputLocation in force.
-        if not requested or (group.enforce_configuration and group.output_location):
+        # An enforcing workgroup's location is its own, or the default GetWorkGroup reports.
+        if group.enforce_configuration or not requested:
             return (group.output_location or default).rstrip("/")
         requested = requested.rstrip("/")
         place = lake_place(settings, requested)

@@ -53,6 +53,16 @@ def run(
     return names, rows
 
 
+def written(service: QueryService, sql: str, **kwargs: object) -> int:
+    """Run a write (CTAS, INSERT) to success; the rows it wrote, its UpdateCount (a write's
+    result is the ``rows`` column with no row, as Athena's)."""
+    execution = wait(service, service.start_query_execution(sql, **kwargs))  # type: ignore[arg-type]
+    assert execution.state == QueryState.SUCCEEDED, execution.state_change_reason
+    page = service.get_query_results(execution.id)
+    assert page.rows == [["rows"]]
+    return page.update_count
+
+
 def failure(service: QueryService, sql: str, **kwargs: object) -> str:
     """Run ``sql``, which must fail; the reason it gives."""
     execution = wait(service, service.start_query_execution(sql, **kwargs))  # type: ignore[arg-type]

@@ -76,6 +76,7 @@ def test_tables_columns_views_and_schemata_on_both_engines(
         "WHERE schema_name IN ('default', 'information_schema') ORDER BY 1",
         "joined": "SELECT count(*) FROM information_schema.columns c JOIN covid_deaths d "
         "ON c.column_name = 'country' AND c.table_name = 'covid_deaths' "
+        "AND c.table_schema = 'default' "
         "AND d.country = 'Iceland' AND d.date = DATE '2021-01-01'",
     }
     answers = {}

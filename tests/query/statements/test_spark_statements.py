@@ -20,7 +20,7 @@ from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
 from lakeward.storage import decode_key
 from lakeward.storage.paths import lake_place
-from tests.query.support import lake_files, run, wait
+from tests.query.support import lake_files, run, wait, written
 
 pytestmark = pytest.mark.spark
 
@@ -100,10 +100,10 @@ def test_ctas_in_a_spark_workgroup_makes_the_table_a_duckdb_one_makes(
     made = {}
     for workgroup in ("duck", "big"):
         name = made[workgroup] = unique(f"ctas_{workgroup}")
-        _, counted = run(
+        counted = written(
             service, f"CREATE TABLE {name} WITH ({properties}) AS {QUERY}", workgroup=workgroup
         )
-        assert counted == [[str(QUERY_ROWS)]]
+        assert counted == QUERY_ROWS
     assert definition(metastore, made["big"]) == definition(metastore, made["duck"])
     database, duck_table = made["duck"].split(".")
     spark_table = made["big"].split(".")[1]
@@ -144,7 +144,7 @@ def test_insert_into_in_a_spark_workgroup_adds_files_and_partitions(
     events: list[dict[str, Any]] = []
     unsubscribe = service.storage.subscribe(events.append)
     try:
-        _, counted = run(
+        counted = written(
             service,
             f"INSERT INTO {name} SELECT province_state, date, confirmed, country "
             "FROM covid_cases WHERE country IN ('Iceland', 'Malta') AND date = DATE '2020-03-01'",
@@ -152,7 +152,7 @@ def test_insert_into_in_a_spark_workgroup_adds_files_and_partitions(
         )
     finally:
         unsubscribe()
-    assert counted == [[str(2)]]
+    assert counted == 2
     after = lake_files(service, location)
     added = sorted(set(after) - set(before))
     assert set(before) < set(after) and len(added) == 2  # new files only, one per country
