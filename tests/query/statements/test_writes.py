@@ -330,12 +330,13 @@ def test_the_data_engineer_writes_tables_only_when_granted(stack: Settings) -> N
         made = ok(engineer, ctas)
         assert made["columns"] == ["rows"] and made["rows"] == [["rows"]]  # the count: no row
         written = engineer.get_query_results(QueryExecutionId=made["QueryExecutionId"])
-        assert written["UpdateCount"] > 1000
+        made_rows = written["UpdateCount"]
+        assert made_rows > 1000
         # INSERT needs glue:UpdateTable, which the policy does not give.
         insert = f"INSERT INTO default.{name} {select}"
         assert "glue:UpdateTable" in api_failed(engineer, insert)
         counted = ok(engineer, f"SELECT count(*) FROM default.{name}")["rows"][1][0]
-        assert counted == made["rows"][1][0]  # the refused INSERT added nothing
+        assert int(counted) == made_rows  # the refused INSERT added nothing
     finally:
         lakeward("iam", "detach-user-policy", "--user", "de_user", "--policy", policy, **iam)
     with MetastoreClient(metastore_uris(stack)) as client:
