@@ -17,6 +17,7 @@ from lakeward.errors import (
 from lakeward.glue import shapes
 from lakeward.glue.base import AlreadyExists, GlueBase, detail, paged
 from lakeward.glue.expressions import compile_expression
+from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.tables import partition_name, partition_values
 from lakeward.query.model import JsonDict
 
@@ -107,10 +108,11 @@ class PartitionOperations(GlueBase):
             ]
         }
 
-    def _add_partitions(
-        self, r: JsonDict, given: list[JsonDict], action: str
-    ) -> list[tuple[JsonDict, LakewardError]]:
-        """Add each partition; the ones refused, each with its reason (as Glue reports)."""
+    def _partitioned(
+        self, r: JsonDict, action: str
+    ) -> tuple[MetastoreClient, str, str, Any, list[str], set[str]]:
+        """The table a batch call names, authorized: its client, database, name, Thrift
+        table, partition keys and the names of the partitions it has."""
         catalog, client, _ = self._catalog(r)
         database, name = r["DatabaseName"].lower(), r["TableName"].lower()
         self._authorize(action, catalog, database, name)
@@ -118,6 +120,13 @@ class PartitionOperations(GlueBase):
         keys = [k.name for k in table.partitionKeys or []]
         with self._metastore(f"Table {database}.{name}"):
             existing = set(client.raw_read("get_partition_names", database, name, -1))
+        return client, database, name, table, keys, existing
+
+    def _add_partitions(
+        self, r: JsonDict, given: list[JsonDict], action: str
+    ) -> list[tuple[JsonDict, LakewardError]]:
+        """Add each partition; the ones refused, each with its reason (as Glue reports)."""
+        client, database, name, table, keys, existing = self._partitioned(r, action)
         errors: list[tuple[JsonDict, LakewardError]] = []
         accepted = []
         for partition in given:
@@ -183,13 +192,7 @@ class PartitionOperations(GlueBase):
     def _drop_partitions(
         self, r: JsonDict, wanted: list[list[str]], action: str
     ) -> list[tuple[list[str], LakewardError]]:
-        catalog, client, _ = self._catalog(r)
-        database, name = r["DatabaseName"].lower(), r["TableName"].lower()
-        self._authorize(action, catalog, database, name)
-        table = self._raw_table(client, database, name)
-        keys = [k.name for k in table.partitionKeys or []]
-        with self._metastore(f"Table {database}.{name}"):
-            existing = set(client.raw_read("get_partition_names", database, name, -1))
+        client, database, name, table, keys, existing = self._partitioned(r, action)
         errors: list[tuple[list[str], LakewardError]] = []
         names = []
         for values in wanted:

@@ -7,20 +7,19 @@ from lakeward.query.api import SqlApi
 from lakeward.query.model import JsonDict
 
 
-def create(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
-    api.put_prepared_statement(
-        r["StatementName"], r["WorkGroup"], r["QueryStatement"], r.get("Description", ""),
-        create=True,
-    )  # fmt: skip
+def _put(api: SqlApi, r: JsonDict, *, create: bool) -> JsonDict:
+    description = r.get("Description", "")
+    statement = (r["StatementName"], r["WorkGroup"], r["QueryStatement"], description)
+    api.put_prepared_statement(*statement, create=create)
     return {}
+
+
+def create(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
+    return _put(api, r, create=True)
 
 
 def update(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
-    api.put_prepared_statement(
-        r["StatementName"], r["WorkGroup"], r["QueryStatement"], r.get("Description", ""),
-        create=False,
-    )  # fmt: skip
-    return {}
+    return _put(api, r, create=False)
 
 
 def get(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
