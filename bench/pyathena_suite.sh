@@ -19,8 +19,10 @@ report=$PWD/pyathena-suite.xml
 env=$root/.venv-pyathena-suite
 if [ ! -x "$env/bin/pytest" ]; then
   python3 -m venv "$env"
+  # PyAthena takes its version from git; a checkout without its history gets a stand-in.
+  git -C "$suite" rev-parse -q HEAD >/dev/null 2>&1 || export SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0
   "$env/bin/pip" install -q "$suite[sqlalchemy,pandas,arrow,polars]" s3fs Jinja2 pytest \
-    pytest-dependency pytest-xdist 2>/dev/null
+    pytest-dependency pytest-xdist
 fi
 eval "$("$root/.venv/bin/lakeward" credentials --data-dir "$data_dir")"
 bucket=$("$root/.venv/bin/python" -c "

@@ -46,6 +46,7 @@ public final class BoundMetastore {
             conf.set(ConfVars.METASTOREPWD.varname, "");
         }
         markRemote();
+        LockTables.ensure(conf);
 
         // Bind before connecting to the database: a taken port fails at once.
         TServerSocket socket = new TServerSocket(address);

@@ -20,9 +20,10 @@ from lakeward.jvm import spark_jars
 LAUNCHER_CLASS = "BoundMetastore"
 CHANGE_LISTENER = "ChangeLog"
 LAKE_FILE_SYSTEM = "LakeFileSystem"
+LOCK_TABLES = "LockTables"  # the tables Iceberg's commits lock in, made if missing
 SOURCES = [
     Path(__file__).with_name(f"{name}.java")
-    for name in (LAUNCHER_CLASS, CHANGE_LISTENER, LAKE_FILE_SYSTEM)
+    for name in (LAUNCHER_CLASS, CHANGE_LISTENER, LAKE_FILE_SYSTEM, LOCK_TABLES)
 ]
 JDK_HINT = (
     "install a JDK with: sudo apt-get install -y openjdk-17-jdk-headless (./dev.sh install does)"
