@@ -12,9 +12,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from lakeward.errors import ResourceNotFound, TableNotFound
+from lakeward.errors import InvalidRequest, ResourceNotFound, TableNotFound
 from lakeward.metastore.tables import DatabaseInfo, PartitionInfo, TableInfo
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.hive import HiveCatalog as IcebergCatalog
+
+    from lakeward.config import Settings
 
 
 class Catalog(ABC):
@@ -103,6 +109,10 @@ class Catalog(ABC):
 
     def close(self) -> None:  # noqa: B027 - a catalog holding nothing has nothing to close
         pass
+
+    def iceberg(self, settings: Settings) -> IcebergCatalog:
+        """pyiceberg's catalog of the same metastore, which Iceberg tables commit through."""
+        raise InvalidRequest("Iceberg tables are kept in a HIVE catalog's metastore")
 
     # -- the lookups statements share ------------------------------------------------------
 

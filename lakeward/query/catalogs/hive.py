@@ -12,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from pyiceberg.catalog.hive import HiveCatalog as IcebergCatalog
+
+from lakeward.config import Settings
+from lakeward.iceberg.catalog import iceberg_catalog
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.tables import DatabaseInfo, PartitionInfo, TableInfo
 from lakeward.query.catalogs.base import Catalog
@@ -19,7 +23,11 @@ from lakeward.query.catalogs.base import Catalog
 
 class HiveCatalog(Catalog):
     def __init__(self, uris: list[str], check_interval: float = 0.0) -> None:
+        self.uris = uris
         self.client = MetastoreClient(uris, timeout=5.0, cache=True, check_interval=check_interval)
+
+    def iceberg(self, settings: Settings) -> IcebergCatalog:
+        return iceberg_catalog(settings, self.uris)
 
     def databases(self) -> list[str]:
         return self.client.databases()

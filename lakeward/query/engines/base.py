@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -28,6 +28,8 @@ class ResolvedTable:
     # table's). None: not known, the partitions are the key=value directories under
     # the table's location.
     partitions: list[PartitionInfo] | None = None
+    # An Iceberg table: pyiceberg's table, whose snapshot tells the files (not the place).
+    iceberg: Any = None
 
 
 @dataclass(frozen=True)

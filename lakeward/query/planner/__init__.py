@@ -23,6 +23,8 @@ from lakeward.access import Authorizer
 from lakeward.access.arns import s3_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, QueryFailed, ResourceNotFound
+from lakeward.iceberg.catalog import is_iceberg
+from lakeward.iceberg.schemas import table_columns
 from lakeward.query.catalogs import Catalogs
 from lakeward.query.engines.base import Engine, Limits, ResolvedTable
 from lakeward.query.formats import TableFormat
@@ -99,6 +101,13 @@ class Planner:
                 f"the query would scan {scanned:,} bytes, more than the workgroup's cutoff "
                 f"of {cutoff:,} bytes (BytesScannedCutoffPerQuery)"
             )
+        if run.group.engine != "duckdb":
+            iceberg = next((t.ref for t in tables if t.iceberg is not None), None)
+            if iceberg is not None:
+                raise InvalidRequest(
+                    f"{iceberg} is an Iceberg table, which workgroup {run.group.name}'s "
+                    f"{run.group.engine} engine does not read yet; use a DuckDB workgroup"
+                )
         engine = run.engine = self.engine(run.group.engine)
         if run.timed_out.is_set() or run.cancelled.is_set():
             # Asked before the engine was known (resolving, loading it): the interrupt
@@ -132,6 +141,12 @@ class Planner:
         """A table as an engine reads it: its place, columns, format and partitions."""
         catalog = self.catalogs.catalog(ref.catalog)
         info = catalog.table(ref.database, ref.table)
+        if is_iceberg(info.parameters):
+            table = catalog.iceberg(self.settings).load_table((ref.database, ref.table))
+            columns = table_columns(table.schema())
+            return ResolvedTable(
+                ref, info.location, columns, parameters=dict(info.parameters), iceberg=table
+            )
         # A partitioned table reads the partitions the metastore has, where it has them.
         partitions = catalog.partitions(ref.database, ref.table) if info.partition_keys else None
         return ResolvedTable(

@@ -177,7 +177,10 @@ def test_hive_string_escapes() -> None:
             "CREATE EXTERNAL TABLE t (a int) TBLPROPERTIES ('projection.enabled'='true')",
             "projection",
         ),
-        ("CREATE EXTERNAL TABLE t (a int) TBLPROPERTIES ('table_type'='ICEBERG')", "Iceberg"),
+        (
+            "CREATE EXTERNAL TABLE t (a int) TBLPROPERTIES ('table_type'='ICEBERG')",
+            "an Iceberg table is made by CREATE TABLE, without EXTERNAL",
+        ),
         (
             "CREATE EXTERNAL TABLE t (a int) TBLPROPERTIES ('has_encrypted_data'='true')",
             "encrypted on the client side",
@@ -186,10 +189,14 @@ def test_hive_string_escapes() -> None:
         ("CREATE EXTERNAL TABLE t (a int) LOCATION s3", "expected a quoted location, found 's3'"),
         ("CREATE EXTERNAL TABLE `a.b` (a int)", "'a.b' is not a table name"),
         ("CREATE DATABASE IF EXISTS x", "expected NOT, found 'EXISTS'"),
-        ("CREATE TABLE t (a int) LOCATION 'x'", "Only external table creation is supported"),
+        ("CREATE TABLE t (a int) LOCATION 'x'", "CREATE TABLE without AS makes Iceberg tables"),
         (
-            "CREATE TABLE t (a int) LOCATION 'x' TBLPROPERTIES ('table_type'='ICEBERG')",
-            "Iceberg tables are not supported",
+            "CREATE TABLE t (a int) LOCATION 'x' TBLPROPERTIES ('table_type'='HIVE')",
+            "for a Hive table use CREATE EXTERNAL TABLE",
+        ),
+        (
+            "CREATE TABLE t (a int) PARTITIONED BY (day(a) TBLPROPERTIES ('table_type'='ICEBERG')",
+            "expected , or )",
         ),
         ("DROP DATABASE x y", "expected the end of the statement, found 'y'"),
         (

@@ -58,6 +58,7 @@ from lakeward.query.engines.duckdb.hidden import (
     hidden_view_columns,
     reads_hidden_columns,
 )
+from lakeward.query.engines.duckdb.iceberg import iceberg_source
 from lakeward.query.engines.duckdb.pool import Connection, ConnectionPool, close
 from lakeward.query.engines.duckdb.readers import (
     ParsedFiles,
@@ -266,6 +267,8 @@ class DuckDbEngine(Engine):
     # -- tables ------------------------------------------------------------------------------
 
     def _source(self, table: ResolvedTable) -> Source:
+        if table.iceberg is not None:
+            return iceberg_source(table)
         keys = [k.name for k in table.partition_keys]
         try:
             kind = table.format.kind

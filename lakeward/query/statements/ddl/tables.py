@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from lakeward.access.arns import s3_arn
 from lakeward.errors import InvalidRequest, ResourceNotFound
+from lakeward.iceberg.catalog import is_iceberg
+from lakeward.iceberg.commits import purge
 from lakeward.metastore.tables import Column, TableInfo
 from lakeward.query import formats
 from lakeward.query.engines.base import EngineResult
@@ -23,6 +26,7 @@ from lakeward.query.statements.ddl.common import (
     refuse_view,
 )
 from lakeward.query.statements.ddl.parsing import Reader, check_name
+from lakeward.storage.paths import lake_place
 
 # ROW FORMAT DELIMITED's clauses, in Hive's order, and the SerDe parameter each sets.
 _DELIMITED = (
@@ -36,7 +40,7 @@ _DELIMITED = (
 # Table properties Athena gives a meaning lakeward does not implement: refused, never ignored.
 _UNSUPPORTED_PROPERTIES = {
     "projection.enabled": "partition projection is not supported; add partitions instead",
-    "table_type": "only Hive tables are supported (no Iceberg tables)",
+    "table_type": "an Iceberg table is made by CREATE TABLE, without EXTERNAL",
     "storage.location.template": "partition projection is not supported",
     "has_encrypted_data": "files encrypted on the client side (CSE-KMS) cannot be read",
 }
@@ -188,11 +192,10 @@ def refuse_plain_create_table(sql: str, cursor: Cursor, names: Names) -> Command
             "CREATE TABLE ... WITH (...) needs AS and a query: CREATE TABLE t WITH (...) AS "
             "SELECT ... (or CREATE EXTERNAL TABLE with columns and a LOCATION)"
         )
-    if "ICEBERG" in sql.upper():
-        raise InvalidRequest("Iceberg tables are not supported: only Hive tables are")
     raise InvalidRequest(
-        "Only external table creation is supported: use CREATE EXTERNAL TABLE ... LOCATION, "
-        "or CREATE TABLE ... AS SELECT"
+        "CREATE TABLE without AS makes Iceberg tables only: add TBLPROPERTIES ('table_type' = "
+        "'ICEBERG'); for a Hive table use CREATE EXTERNAL TABLE ... LOCATION, or CREATE TABLE "
+        "... AS SELECT"
     )
 
 
@@ -230,6 +233,14 @@ class DropTable(TableCommand):
                 f"Cannot drop a view with DROP TABLE: {self.ref.database}.{self.ref.table} is a "
                 "view; use DROP VIEW"
             )
+        if is_iceberg(table.parameters):
+            # Athena's Iceberg tables are managed: dropping one deletes its files too.
+            bucket, key = lake_place(context.settings, table.location) or ("", "")
+            if bucket:
+                context.authorize("s3:DeleteObject", s3_arn(bucket, f"{key.rstrip('/')}/*"))
+            purge(client.iceberg(context.settings), (self.ref.database, self.ref.table))
+            client.invalidate(self.ref.database, self.ref.table)
+            return no_rows()
         client.drop_table(self.ref.database, self.ref.table)
         return no_rows()
 

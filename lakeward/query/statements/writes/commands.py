@@ -10,6 +10,9 @@ from sqlglot import exp
 
 from lakeward.access.arns import s3_arn
 from lakeward.errors import InvalidRequest, QueryCancelled, StorageError
+from lakeward.iceberg.catalog import is_iceberg
+from lakeward.iceberg.commits import arrow_rows, commit_with_retries
+from lakeward.iceberg.schemas import table_columns
 from lakeward.metastore.tables import Column, PartitionInfo, TableInfo
 from lakeward.query.engines.base import (
     EngineResult,
@@ -248,6 +251,8 @@ class InsertInto(_FromSelect):
         if info.table_type == "VIRTUAL_VIEW":
             raise InvalidRequest(f"{ref} is a view: INSERT INTO writes tables only")
         context.authorize_table(["glue:UpdateTable"], ref)
+        if is_iceberg(info.parameters):
+            return self._into_iceberg(context, info)
         if info.partition_keys:
             context.authorize_table(["glue:BatchCreatePartition"], ref)
         options = self._options(info)
@@ -270,6 +275,24 @@ class InsertInto(_FromSelect):
             new = [p for p in registered if tuple(p.values) not in known]
             if new:
                 catalog.add_partitions(ref.database, ref.table, new)
+        return _rows_result(written)
+
+    def _into_iceberg(self, context: Context, info: TableInfo) -> EngineResult:
+        """The rows appended to an Iceberg table, one snapshot committed through the catalog."""
+        ref = self.table
+        _authorize_put(context, info.location)
+        catalog = context.catalog(ref.catalog).iceberg(context.settings)
+        table = catalog.load_table((ref.database, ref.table))
+        columns = table_columns(table.schema())
+        select = self._select(context, dataclasses.replace(info, columns=columns))
+        plan = context.plan(select)
+        result = plan.engine.execute(context.execution.id, plan.sql, plan.tables, plan.limits)
+        rows = arrow_rows(result.batches, table.schema().as_arrow())
+        if rows.num_rows:
+            if context.cancelled():
+                raise QueryCancelled("the query was cancelled")
+            commit_with_retries(catalog, (ref.database, ref.table), lambda t: t.append(rows))
+        written = WriteResult([], [], rows.num_rows, result.bytes_scanned)
         return _rows_result(written)
 
     def _places(

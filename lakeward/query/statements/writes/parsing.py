@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlglot.tokenizer_core import TokenType
@@ -14,6 +15,7 @@ from lakeward.query.sql.names import Names
 from lakeward.query.sql.queries import Statement, parse_query, require_named_columns
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command
+from lakeward.query.statements.ddl.iceberg import parse_create_iceberg_table
 from lakeward.query.statements.ddl.tables import refuse_plain_create_table
 from lakeward.query.statements.writes.commands import CreateTableAs, InsertInto, Unload
 from lakeward.query.statements.writes.options import (
@@ -100,6 +102,8 @@ def parse_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
         if_not_exists = True
     if _without_as(cursor):
         cursor.pos = start
+        if re.search(r"\bTBLPROPERTIES\b", sql, re.IGNORECASE):
+            return parse_create_iceberg_table(sql, cursor, names)
         return refuse_plain_create_table(sql, cursor, names)
     table = names.table(cursor.names(3))
     props = _properties(cursor, CTAS_PROPERTIES, "CREATE TABLE AS") if cursor.word("WITH") else {}

@@ -1,0 +1,179 @@
+"""Iceberg tables through Athena's API, checked from pyiceberg's own HiveCatalog.
+
+The tables are made and written with SQL through boto3, and read back by a pyiceberg
+client that reaches the stack as any other would: the metastore's Thrift address and the
+stack's S3 endpoint with its key pair. What pyiceberg writes, lakeward reads.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import boto3
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.hive import HiveCatalog
+
+from lakeward.config import Settings
+from lakeward.metastore.uris import metastore_uris
+from lakeward.query.service import QueryService
+from tests.query.support import api_failed, api_ok, credentials, endpoint, failure, local, run
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def athena(stack: Settings) -> Any:
+    return boto3.client("athena", endpoint_url=endpoint(stack), **credentials(stack))
+
+
+@pytest.fixture(scope="module")
+def pyiceberg(stack: Settings) -> HiveCatalog:
+    """An outside client of the stack's catalog and lake, as a user would configure one."""
+    keys = credentials(stack)
+    return HiveCatalog(
+        "outside",
+        uri=",".join(metastore_uris(stack)),
+        **{
+            "s3.endpoint": endpoint(stack),
+            "s3.access-key-id": keys["aws_access_key_id"],
+            "s3.secret-access-key": keys["aws_secret_access_key"],
+            "s3.region": "us-east-1",
+        },
+    )
+
+
+def refusal(athena: Any, sql: str) -> str:
+    """Why ``sql`` is refused: when it is started (a statement that does not parse), or as
+    the failed execution's reason."""
+    try:
+        return api_failed(athena, sql)
+    except athena.exceptions.InvalidRequestException as exc:
+        return str(exc)
+
+
+def rows(execution: dict[str, Any]) -> list[list[str | None]]:
+    return execution["rows"][1:]  # after the header row
+
+
+def test_create_insert_and_read_from_both_sides(
+    stack: Settings, athena: Any, pyiceberg: HiveCatalog
+) -> None:
+    name = f"visits_{uuid.uuid4().hex[:8]}"
+    bucket = stack.lake.data_bucket
+    api_ok(
+        athena,
+        f"""CREATE TABLE default.{name} (user_id bigint, country string, at timestamp,
+              amount decimal(10,2) COMMENT 'paid')
+            PARTITIONED BY (day(at), bucket(4, user_id))
+            LOCATION 's3://{bucket}/iceberg/{name}/'
+            TBLPROPERTIES ('table_type' = 'ICEBERG', 'write_compression' = 'snappy')""",
+    )
+    inserted = api_ok(
+        athena,
+        f"""INSERT INTO {name} VALUES
+              (1, 'IS', TIMESTAMP '2024-03-01 10:00:00', 12.50),
+              (2, 'NO', TIMESTAMP '2024-03-02 11:30:00', 7.25),
+              (3, 'IS', TIMESTAMP '2024-03-02 12:00:00', NULL)""",
+    )
+    assert inserted["Statistics"].get("DataScannedInBytes", 0) >= 0
+    table = pyiceberg.load_table(("default", name))
+    assert table.location() == f"s3://{bucket}/iceberg/{name}"
+    assert [str(f.transform) for f in table.spec().fields] == ["day", "bucket[4]"]
+    assert table.properties["write.parquet.compression-codec"] == "snappy"
+    seen = table.scan().to_arrow().sort_by("user_id")
+    assert seen["user_id"].to_pylist() == [1, 2, 3]
+    assert seen["at"].to_pylist()[1] == datetime(2024, 3, 2, 11, 30)
+    assert [str(v) if v is not None else None for v in seen["amount"].to_pylist()] == [
+        "12.50",
+        "7.25",
+        None,
+    ]
+    # What pyiceberg appends, lakeward reads; a filter and an aggregate over both snapshots.
+    table.append(
+        pa.table(
+            {
+                "user_id": pa.array([4], pa.int64()),
+                "country": ["IS"],
+                "at": pa.array([datetime(2024, 3, 5)], pa.timestamp("us")),
+                "amount": pa.array([None], pa.decimal128(10, 2)),
+            }
+        )
+    )
+    result = api_ok(
+        athena,
+        f"SELECT country, count(*), sum(amount) FROM {name} GROUP BY country ORDER BY country",
+    )
+    assert rows(result) == [["IS", "3", "12.50"], ["NO", "1", "7.25"]]
+    after = api_ok(
+        athena, f"SELECT user_id FROM {name} WHERE at >= TIMESTAMP '2024-03-02' ORDER BY user_id"
+    )
+    assert rows(after) == [["2"], ["3"], ["4"]]
+    assert len(pyiceberg.load_table(("default", name)).snapshots()) == 2
+
+
+def test_the_metastore_keeps_it_as_iceberg_does(stack: Settings, athena: Any) -> None:
+    name = f"kept_{uuid.uuid4().hex[:8]}"
+    api_ok(athena, f"CREATE TABLE {name} (id int) TBLPROPERTIES ('table_type'='ICEBERG')")
+    glue = boto3.client("glue", endpoint_url=endpoint(stack), **credentials(stack))
+    parameters = glue.get_table(DatabaseName="default", Name=name)["Table"]["Parameters"]
+    assert parameters["table_type"].upper() == "ICEBERG"
+    assert parameters["metadata_location"].endswith(".metadata.json")
+    assert parameters["metadata_location"].startswith(f"s3://{stack.lake.data_bucket}/")
+    empty = api_ok(athena, f"SELECT count(*) FROM {name}")
+    assert rows(empty) == [["0"]]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "named"),
+    [
+        ("(ts date) PARTITIONED BY (hour(ts))", "column ts"),
+        ("(name string) PARTITIONED BY (bucket(4, nosuch))", "no column nosuch"),
+        ("(id tinyint)", "tinyint"),
+        ("(id int) PARTITIONED BY (day(id))", "column id"),
+    ],
+)
+def test_bad_definitions_are_refused_by_name(athena: Any, ddl: str, named: str) -> None:
+    name = f"bad_{uuid.uuid4().hex[:8]}"
+    reason = refusal(athena, f"CREATE TABLE {name} {ddl} TBLPROPERTIES ('table_type'='ICEBERG')")
+    assert named in reason
+    assert "does not exist" in api_failed(athena, f"SELECT * FROM {name}")
+
+
+def test_unknown_properties_and_formats_are_refused(athena: Any) -> None:
+    name = f"props_{uuid.uuid4().hex[:8]}"
+    reason = refusal(
+        athena,
+        f"CREATE TABLE {name} (id int) TBLPROPERTIES ('table_type'='ICEBERG', 'format'='avro')",
+    )
+    assert "'format'" in reason and "parquet" in reason
+    reason = refusal(
+        athena, f"CREATE TABLE {name} (id int) TBLPROPERTIES ('table_type'='ICEBERG', 'x'='1')"
+    )
+    assert "'x'" in reason
+    reason = refusal(athena, f"CREATE TABLE {name} (id int)")
+    assert "ICEBERG" in reason
+
+
+def test_a_spark_workgroup_refuses_iceberg_tables_by_name(service: QueryService) -> None:
+    name = f"sparkside_{uuid.uuid4().hex[:8]}"
+    run(service, f"CREATE TABLE {name} (id int) TBLPROPERTIES ('table_type'='ICEBERG')")
+    reason = failure(service, f"SELECT * FROM {name}", workgroup="big")
+    assert f"{name} is an Iceberg table" in reason and "DuckDB workgroup" in reason
+
+
+def test_drop_table_removes_the_table_and_its_files(stack: Settings, athena: Any) -> None:
+    name = f"dropped_{uuid.uuid4().hex[:8]}"
+    place = f"s3://{stack.lake.data_bucket}/iceberg/{name}"
+    api_ok(
+        athena,
+        f"CREATE TABLE {name} (id int) LOCATION '{place}' TBLPROPERTIES ('table_type'='ICEBERG')",
+    )
+    api_ok(athena, f"INSERT INTO {name} VALUES (1), (2)")
+    location = local(stack, place)
+    assert any(p.suffix == ".parquet" for p in location.rglob("*"))
+    api_ok(athena, f"DROP TABLE {name}")
+    assert "does not exist" in api_failed(athena, f"SELECT * FROM {name}")
+    assert not [p for p in location.rglob("*") if p.is_file()]
