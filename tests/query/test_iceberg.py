@@ -177,3 +177,48 @@ def test_drop_table_removes_the_table_and_its_files(stack: Settings, athena: Any
     api_ok(athena, f"DROP TABLE {name}")
     assert "does not exist" in api_failed(athena, f"SELECT * FROM {name}")
     assert not [p for p in location.rglob("*") if p.is_file()]
+
+
+def test_delete_removes_exactly_the_rows_the_condition_holds(
+    stack: Settings, athena: Any, pyiceberg: HiveCatalog
+) -> None:
+    name = f"erase_{uuid.uuid4().hex[:8]}"
+    api_ok(
+        athena,
+        f"CREATE TABLE {name} (user_id bigint, day date, note string) "
+        "PARTITIONED BY (day) TBLPROPERTIES ('table_type'='ICEBERG')",
+    )
+    api_ok(
+        athena,
+        f"INSERT INTO {name} SELECT u, date_add('day', u % 3, DATE '2024-01-01'), "
+        "'note ' || CAST(u AS varchar) FROM UNNEST(sequence(1, 30)) AS t(u)",
+    )
+    before = pyiceberg.load_table(("default", name)).scan().to_arrow()
+    others = {r["user_id"]: r for r in before.to_pylist() if r["user_id"] not in (7, 8)}
+    deleted = api_ok(athena, f"DELETE FROM {name} WHERE user_id IN (7, 8) OR note IS NULL")
+    assert deleted["Statistics"].get("DataScannedInBytes", 0) >= 0
+    assert rows(api_ok(athena, f"SELECT count(*) FROM {name}")) == [["28"]]
+    assert rows(api_ok(athena, f"SELECT count(*) FROM {name} WHERE user_id IN (7, 8)")) == [["0"]]
+    # Every other person's row is unchanged, as read by another engine.
+    table = pyiceberg.load_table(("default", name))
+    after = {r["user_id"]: r for r in table.scan().to_arrow().to_pylist()}
+    assert after == others
+    assert table.current_snapshot().summary.operation.value == "overwrite"
+    # Nothing matches: nothing changes, and no snapshot is made.
+    snapshots = len(table.snapshots())
+    api_ok(athena, f"DELETE FROM {name} WHERE user_id = 999")
+    assert len(pyiceberg.load_table(("default", name)).snapshots()) == snapshots
+    # A condition with a subquery on another table, and an alias.
+    api_ok(athena, f"DELETE FROM {name} AS v WHERE v.user_id < (SELECT 3)")
+    assert rows(api_ok(athena, f"SELECT min(user_id) FROM {name}")) == [["3"]]
+    # A DELETE without WHERE empties the table.
+    api_ok(athena, f"DELETE FROM {name}")
+    assert rows(api_ok(athena, f"SELECT count(*) FROM {name}")) == [["0"]]
+
+
+def test_delete_on_a_hive_table_is_refused(athena: Any) -> None:
+    reason = refusal(athena, "DELETE FROM covid_deaths WHERE deaths = 0")
+    assert "only supported for Iceberg tables" in reason
+    assert rows(api_ok(athena, "SELECT count(*) > 0 FROM covid_deaths WHERE deaths = 0")) == [
+        ["true"]
+    ]

@@ -26,6 +26,7 @@ from lakeward.query.statements.base import Command, Parser
 from lakeward.query.statements.ddl import databases, partitions, tables
 from lakeward.query.statements.views import commands as views
 from lakeward.query.statements.writes import parsing as writes
+from lakeward.query.statements.writes import rows
 from lakeward.query.translate.duckdb.dates import refuse_ambiguous_formats
 
 PARSERS: dict[tuple[str, ...], Parser] = {
@@ -43,6 +44,7 @@ PARSERS: dict[tuple[str, ...], Parser] = {
     ("CREATE", "PROTECTED"): views.parse_create_protected,
     ("DROP", "VIEW"): views.parse_drop_view,
     ("INSERT", "INTO"): writes.parse_insert,
+    ("DELETE", "FROM"): rows.parse_delete,
     ("UNLOAD",): writes.parse_unload,
     ("SHOW",): show.parse_show,
     ("SHOW", "VIEWS"): show.parse_show_views,
@@ -60,7 +62,8 @@ PARSERS: dict[tuple[str, ...], Parser] = {
 STATEMENTS = (
     "queries (SELECT, WITH, VALUES), EXPLAIN, SHOW, DESCRIBE, CREATE/DROP DATABASE, "
     "CREATE EXTERNAL TABLE, CREATE TABLE AS, ALTER TABLE, DROP TABLE, MSCK REPAIR TABLE, "
-    "CREATE/DROP VIEW, INSERT INTO, UNLOAD, PREPARE, EXECUTE and DEALLOCATE PREPARE"
+    "CREATE/DROP VIEW, INSERT INTO, DELETE (Iceberg tables), UNLOAD, PREPARE, EXECUTE and "
+    "DEALLOCATE PREPARE"
 )
 
 

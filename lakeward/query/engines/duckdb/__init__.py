@@ -56,6 +56,7 @@ from lakeward.query.engines.duckdb.hidden import (
     FILE_COLUMN,
     hidden_columns_refused,
     hidden_view_columns,
+    iceberg_hidden_columns,
     reads_hidden_columns,
 )
 from lakeward.query.engines.duckdb.iceberg import iceberg_source
@@ -383,7 +384,8 @@ class DuckDbEngine(Engine):
         try:
             con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(ref.catalog)}")
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(ref.catalog)}.{quote(ref.database)}")
-            if hidden and source.files and source.dataset is not None:
+            iceberg = source.table.iceberg is not None
+            if hidden and source.files and source.dataset is not None and not iceberg:
                 raise hidden_columns_refused(ref)
             scan, found = self._scan(run, source, hidden), {}
             if scan:
@@ -398,7 +400,9 @@ class DuckDbEngine(Engine):
             else:
                 columns = [*source.table.columns, *source.table.partition_keys]
                 select = ", ".join(_view_column(c, found) for c in columns)
-            if hidden:
+            if hidden and iceberg:
+                select += iceberg_hidden_columns(bool(scan))
+            elif hidden:
                 select += hidden_view_columns(self.settings, bool(scan))
             body = f"SELECT {select} FROM {scan}" if scan else f"SELECT {select} WHERE false"
             con.execute(f"CREATE VIEW {self.table_name(ref)} AS {body}")

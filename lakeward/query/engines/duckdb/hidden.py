@@ -70,3 +70,15 @@ def hidden_view_columns(settings: Settings | None, has_files: bool) -> str:
         f" AS \"$path\", CASE WHEN {inside} THEN split_part({relative}, '/', 1) END"
         ' AS "$bucket"'
     )
+
+
+def iceberg_hidden_columns(has_files: bool) -> str:
+    """An Iceberg table's ``"$path"`` and ``"$bucket"``: its rows carry their data file's
+    name as the table's metadata gives it (``s3://...`` on the lake)."""
+    if not has_files:
+        return hidden_view_columns(None, False)
+    file = quote(FILE_COLUMN)
+    return (
+        f", {file} AS \"$path\", CASE WHEN starts_with({file}, 's3://') "
+        f"THEN split_part(substr({file}, 6), '/', 1) END AS \"$bucket\""
+    )

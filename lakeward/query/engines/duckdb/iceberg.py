@@ -3,8 +3,9 @@
 pyiceberg plans the scan from the table's current snapshot (its manifests name the live
 data files and the delete files that apply to each) and reads them: columns resolved by
 field id, so renamed and dropped columns read right, and position and equality deletes
-written by any engine applied. The rows reach DuckDB as an Arrow dataset, read once the
-execution has started, so a cancel stops it.
+written by any engine applied. Each row carries the data file it was read from (the
+table's ``"$path"``, and what a row-level DELETE rewrites). The rows reach DuckDB as an
+Arrow dataset, read once the execution has started, so a cancel stops it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.dataset as pads
 from pyiceberg.io.pyarrow import ArrowScan
 
 from lakeward.query.engines.base import ResolvedTable
+from lakeward.query.engines.duckdb.hidden import FILE_COLUMN
 from lakeward.query.engines.duckdb.scanned import DataFile, Source
 
 
@@ -25,10 +28,17 @@ def iceberg_source(table: ResolvedTable) -> Source:
     files = [DataFile(t.file.file_path, t.file.file_size_in_bytes, ()) for t in tasks]
 
     def load(check: Callable[[], None], _read: list[DataFile]) -> Any:
-        check()
         reader = ArrowScan(
             scan.table_metadata, scan.io, scan.projection(), scan.row_filter, scan.case_sensitive
         )
-        return pads.dataset(reader.to_table(tasks))
+        parts = []
+        for task in tasks:  # file by file: each row knows its file ("$path", row-level DML)
+            check()
+            rows = reader.to_table([task])
+            path = pa.array([task.file.file_path] * rows.num_rows, pa.string())
+            parts.append(rows.append_column(FILE_COLUMN, path))
+        if not parts:
+            return pads.dataset(reader.to_table([]))
+        return pads.dataset(pa.concat_tables(parts, promote_options="permissive"))
 
     return Source(table, files, load=load)
