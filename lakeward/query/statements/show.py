@@ -75,6 +75,9 @@ class ShowTables(Command):
         return lines("tab_name", sorted(n for n in names if like(self.like, n)), hive=True)
 
 
+_HIVE_ALIGNMENT = 20
+
+
 @dataclass
 class Describe(Command):
     """DESCRIBE (``columns_only``: SHOW COLUMNS) of a table or view."""
@@ -91,9 +94,9 @@ class Describe(Command):
         context.authorize("lakeward:UseCatalog", catalog_arn(ref.catalog))
         info = described(context.catalog(ref.catalog).table(ref.database, ref.table))
         if self.columns_only:
-            return lines(
-                "field", [c.name for c in [*info.columns, *info.partition_keys]], hive=True
-            )
+            # Hive lays SHOW COLUMNS out as a column of its own: names padded to 20.
+            names = [c.name.ljust(_HIVE_ALIGNMENT) for c in [*info.columns, *info.partition_keys]]
+            return lines("field", names, hive=True)
         found = [f"{c.name}\t{c.type}\t{c.comment or ''}".rstrip() for c in info.columns]
         if info.partition_keys:
             found += ["", "# Partition Information", "# col_name\tdata_type\tcomment", ""]

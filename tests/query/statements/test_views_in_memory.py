@@ -139,7 +139,10 @@ def test_a_view_athena_made_is_read(sales: QueryService) -> None:
     assert italy == [[ITALY_1231]]
     described = rows(sales, "DESCRIBE athena_made")
     assert described == [["country\tstring"], ["confirmed\tbigint"]]
-    assert rows(sales, "SHOW COLUMNS FROM athena_made") == [["country"], ["confirmed"]]
+    assert rows(sales, "SHOW COLUMNS FROM athena_made") == [
+        ["country".ljust(20)],
+        ["confirmed".ljust(20)],
+    ]
     assert ["athena_made"] in rows(sales, "SHOW VIEWS")
     listed = sales.list_table_metadata(MEMORY, "sales", "athena_made")
     assert [(c.name, c.type) for c in listed[0].columns] == [
