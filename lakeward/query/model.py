@@ -146,14 +146,23 @@ class NamedQuery:
 
 @dataclass(frozen=True)
 class TableRef:
-    """A table a statement reads: catalog.database.table, lower-cased as Hive stores them."""
+    """A table a statement reads: catalog.database.table, lower-cased as Hive stores them;
+    ``version`` for an Iceberg table read as it was (``FOR VERSION AS OF 123``, or
+    ``FOR TIMESTAMP AS OF <expression>`` in DuckDB's SQL)."""
 
     catalog: str
     database: str
     table: str
+    version: str = ""
 
     def __str__(self) -> str:
-        return f"{self.catalog}.{self.database}.{self.table}"
+        name = f"{self.catalog}.{self.database}.{self.table}"
+        return f"{name} {self.version}" if self.version else name
+
+    @property
+    def current(self) -> TableRef:
+        """The same table as it is now."""
+        return TableRef(self.catalog, self.database, self.table)
 
 
 JsonDict = dict[str, Any]

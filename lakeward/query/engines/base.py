@@ -28,8 +28,11 @@ class ResolvedTable:
     # table's). None: not known, the partitions are the key=value directories under
     # the table's location.
     partitions: list[PartitionInfo] | None = None
-    # An Iceberg table: pyiceberg's table, whose snapshot tells the files (not the place).
+    # An Iceberg table: pyiceberg's table, whose snapshot tells the files (not the place),
+    # and the snapshot read (None: the current one).
     iceberg: Any = None
+    snapshot_id: int | None = None
+    rows: Any = None  # a table of rows in memory (an Iceberg metadata table), as Arrow
 
 
 @dataclass(frozen=True)

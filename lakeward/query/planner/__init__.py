@@ -23,13 +23,12 @@ from lakeward.access import Authorizer
 from lakeward.access.arns import s3_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, QueryFailed, ResourceNotFound
-from lakeward.iceberg.catalog import is_iceberg
-from lakeward.iceberg.schemas import table_columns
 from lakeward.query.catalogs import Catalogs
 from lakeward.query.engines.base import Engine, Limits, ResolvedTable
 from lakeward.query.formats import TableFormat
 from lakeward.query.model import ColumnInfo, QueryExecution, TableRef, WorkGroup
 from lakeward.query.planner import information_schema, views
+from lakeward.query.planner.iceberg import resolve_iceberg
 from lakeward.query.sql.queries import Statement
 from lakeward.query.translate.query import to_engine_sql
 from lakeward.storage.arrow import S3Options, arrow_filesystem
@@ -102,7 +101,9 @@ class Planner:
                 f"of {cutoff:,} bytes (BytesScannedCutoffPerQuery)"
             )
         if run.group.engine != "duckdb":
-            iceberg = next((t.ref for t in tables if t.iceberg is not None), None)
+            iceberg = next(
+                (t.ref for t in tables if t.iceberg is not None or t.rows is not None), None
+            )
             if iceberg is not None:
                 raise InvalidRequest(
                     f"{iceberg} is an Iceberg table, which workgroup {run.group.name}'s "
@@ -140,13 +141,10 @@ class Planner:
     def resolve(self, ref: TableRef) -> ResolvedTable:
         """A table as an engine reads it: its place, columns, format and partitions."""
         catalog = self.catalogs.catalog(ref.catalog)
-        info = catalog.table(ref.database, ref.table)
-        if is_iceberg(info.parameters):
-            table = catalog.iceberg(self.settings).load_table((ref.database, ref.table))
-            columns = table_columns(table.schema())
-            return ResolvedTable(
-                ref, info.location, columns, parameters=dict(info.parameters), iceberg=table
-            )
+        info = catalog.table(ref.database, ref.table.partition("$")[0])
+        iceberg = resolve_iceberg(self.settings, catalog, ref, info)
+        if iceberg is not None:
+            return iceberg
         # A partitioned table reads the partitions the metastore has, where it has them.
         partitions = catalog.partitions(ref.database, ref.table) if info.partition_keys else None
         return ResolvedTable(

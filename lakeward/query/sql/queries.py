@@ -108,6 +108,9 @@ def parse_query(sql: str, names: Names) -> Statement:
     refs: list[TableRef] = []
     for table in sorted(real, key=lambda t: int(t.this.meta.get("start", 0))):
         ref = names.table([p.name.lower() for p in table.parts])
+        version = table.args.get("version")
+        if version is not None:
+            ref = TableRef(ref.catalog, ref.database, ref.table, version_text(version))
         refs.append(ref)
         # Qualify in place, so to_engine_sql needs neither the defaults nor CTE scoping.
         table.set("catalog", exp.to_identifier(ref.catalog))
@@ -115,6 +118,24 @@ def parse_query(sql: str, names: Names) -> Statement:
         table.set("this", exp.to_identifier(ref.table))
     tables = tuple(dict.fromkeys(refs))
     return Statement("select", StatementType.DML, sql, tables, _ast=root)
+
+
+def version_text(version: exp.Version) -> str:
+    """A table's ``FOR VERSION|TIMESTAMP AS OF``, as ``TableRef.version`` keeps it: a
+    snapshot id, or the timestamp's expression in DuckDB's SQL (evaluated when planned)."""
+    kind = str(version.this).upper()
+    if str(version.args.get("kind", "")).upper() != "AS OF":
+        raise InvalidRequest(f"FOR {kind} {version.args.get('kind')} is not supported: use AS OF")
+    expression = version.expression
+    if kind == "VERSION":
+        if not (isinstance(expression, exp.Literal) and expression.this.isdigit()):
+            raise InvalidRequest(
+                f"FOR VERSION AS OF takes a snapshot id (a whole number), not {expression.sql()}"
+            )
+        return f"FOR VERSION AS OF {expression.this}"
+    if kind == "TIMESTAMP":
+        return f"FOR TIMESTAMP AS OF {expression.sql(dialect='duckdb')}"
+    raise InvalidRequest(f"FOR {kind} AS OF is not supported: use VERSION or TIMESTAMP")
 
 
 def _parse_error_message(error: ParseError) -> str:

@@ -45,6 +45,7 @@ PARSERS: dict[tuple[str, ...], Parser] = {
     ("DROP", "VIEW"): views.parse_drop_view,
     ("INSERT", "INTO"): writes.parse_insert,
     ("DELETE", "FROM"): rows.parse_delete,
+    ("UPDATE",): rows.parse_update,
     ("UNLOAD",): writes.parse_unload,
     ("SHOW",): show.parse_show,
     ("SHOW", "VIEWS"): show.parse_show_views,
@@ -62,8 +63,8 @@ PARSERS: dict[tuple[str, ...], Parser] = {
 STATEMENTS = (
     "queries (SELECT, WITH, VALUES), EXPLAIN, SHOW, DESCRIBE, CREATE/DROP DATABASE, "
     "CREATE EXTERNAL TABLE, CREATE TABLE AS, ALTER TABLE, DROP TABLE, MSCK REPAIR TABLE, "
-    "CREATE/DROP VIEW, INSERT INTO, DELETE (Iceberg tables), UNLOAD, PREPARE, EXECUTE and "
-    "DEALLOCATE PREPARE"
+    "CREATE/DROP VIEW, INSERT INTO, DELETE and UPDATE (Iceberg tables), UNLOAD, PREPARE, "
+    "EXECUTE and DEALLOCATE PREPARE"
 )
 
 

@@ -12,7 +12,7 @@ from sqlglot.errors import ErrorLevel, UnsupportedError
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.tables import Column
 from lakeward.query.model import TableRef
-from lakeward.query.sql.queries import Statement
+from lakeward.query.sql.queries import Statement, version_text
 from lakeward.query.translate import duckdb, spark
 
 
@@ -36,7 +36,11 @@ def to_engine_sql(
     tables = [t for t in tree.find_all(exp.Table) if t.args.get("catalog")]
     bare_names = [t.name for t in tables if not t.alias]
     for table in tables:
-        ref = TableRef(table.catalog, table.db, table.name)
+        version = table.args.get("version")
+        ref = TableRef(
+            table.catalog, table.db, table.name, "" if version is None else version_text(version)
+        )
+        table.set("version", None)  # the engine reads the version its view was made of
         engine_table = exp.to_table(table_name(ref), dialect=dialect)
         # Columns qualified by the table's own name must keep resolving whatever the engine
         # calls it; an alias would clash if two tables share that name, so none is added then.

@@ -275,8 +275,10 @@ def test_show_is_a_command_answered_from_the_catalogs_not_by_an_engine() -> None
         ("-- nothing", "the query is empty"),
         # statements other than the read-only ones
         ("INSERT OVERWRITE TABLE t SELECT 1", "INSERT statements are not allowed"),
-        ("UPDATE t SET a = 1", "UPDATE statements are not allowed"),
-        ("DELETE FROM t", "DELETE statements are not allowed"),
+        ("UPDATE t a = 1", "column 10: expected SET, found 'a'"),
+        ("UPDATE t SET a = 1, a = 2", "column a is set twice"),
+        ("DELETE t", "DELETE statements are not allowed"),
+        ("DELETE FROM t WHERE", "expected a condition"),
         ("MERGE INTO t USING u ON true WHEN MATCHED THEN DELETE", "MERGE statements"),
         ("CREATE INDEX i ON t (a)", "CREATE statements are not allowed"),
         ("DROP FUNCTION f", "DROP statements are not allowed"),

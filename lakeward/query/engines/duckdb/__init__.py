@@ -24,6 +24,7 @@ under its shared lock (``query/journal.py``).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
@@ -41,7 +42,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from lakeward.errors import LakewardError, QueryCancelled, QueryFailed
-from lakeward.metastore.tables import Column, partition_values
+from lakeward.metastore.tables import Column
 from lakeward.query.engines.base import (
     Engine,
     EngineResult,
@@ -60,6 +61,7 @@ from lakeward.query.engines.duckdb.hidden import (
     reads_hidden_columns,
 )
 from lakeward.query.engines.duckdb.iceberg import iceberg_source
+from lakeward.query.engines.duckdb.listing import hive_layout, list_files
 from lakeward.query.engines.duckdb.pool import Connection, ConnectionPool, close
 from lakeward.query.engines.duckdb.readers import (
     ParsedFiles,
@@ -134,7 +136,11 @@ class DuckDbEngine(Engine):
         self._lock = threading.RLock()
 
     def table_name(self, ref: TableRef) -> str:
-        return f"{quote(ref.catalog)}.{quote(ref.database)}.{quote(ref.table)}"
+        # A table read as it was is a view of its own beside the current one.
+        name = ref.table
+        if ref.version:
+            name += "@" + hashlib.sha1(ref.version.encode()).hexdigest()[:12]
+        return f"{quote(ref.catalog)}.{quote(ref.database)}.{quote(name)}"
 
     def execute(
         self, execution_id: str, sql: str, tables: list[ResolvedTable], limits: Limits
@@ -268,7 +274,7 @@ class DuckDbEngine(Engine):
     # -- tables ------------------------------------------------------------------------------
 
     def _source(self, table: ResolvedTable) -> Source:
-        if table.iceberg is not None:
+        if table.iceberg is not None or table.rows is not None:
             return iceberg_source(table)
         keys = [k.name for k in table.partition_keys]
         try:
@@ -282,10 +288,10 @@ class DuckDbEngine(Engine):
             local = isinstance(filesystem, pafs.LocalFileSystem)
             with self._listing(table.location):
                 if table.partitions is None:
-                    files, dirs = _list_files(filesystem, root, keys), [root]
+                    files, dirs = list_files(filesystem, root, keys), [root]
                 else:
                     files, dirs = self._partition_files(table, filesystem, root)
-            if kind == "parquet" and local and _hive_layout(root, files, keys):
+            if kind == "parquet" and local and hive_layout(root, files, keys):
                 return Source(table, files, dirs)  # DuckDB reads the files itself
             if kind in ("parquet", "orc"):
                 return Source(table, files, dataset=_dataset(filesystem, files, table, kind))
@@ -337,7 +343,7 @@ class DuckDbEngine(Engine):
                     f"{partition.location}, not on the storage of the table's location "
                     f"{table.location}"
                 )
-            found = _list_files(filesystem, where, [])
+            found = list_files(filesystem, where, [])
             files.extend(DataFile(f.path, f.size, values, f.mtime_ns) for f in found)
             if not where.startswith(root.rstrip("/") + "/"):
                 dirs.append(where)
@@ -476,41 +482,6 @@ def _view_column(column: Column, found: dict[str, str]) -> str:
     if wanted is None or held == wanted:  # no cast, so filters still reach the reader
         return f"{name} AS {name}"
     return f"CAST({name} AS {wanted}) AS {name}"
-
-
-def _list_files(filesystem: pafs.FileSystem, root: str, keys: list[str]) -> list[DataFile]:
-    """The table's data files as Hive reads them: no hidden names, partitions in key order."""
-    files = []
-    selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
-    for info in filesystem.get_file_info(selector):
-        relative = info.path[len(root) :].strip("/").split("/")
-        # Hive and Spark skip these: _SUCCESS, _temporary/, .crc files, .hive-staging dirs.
-        if info.type != pafs.FileType.File or any(p.startswith(("_", ".")) for p in relative):
-            continue
-        named = partition_values(relative[:-1], keys, exact=False) if keys else []
-        if named is None:
-            continue  # outside the partition directories: Hive ignores it
-        values = tuple(None if v == HIVE_DEFAULT_PARTITION else v for v in named)
-        files.append(DataFile(info.path, info.size, values, info.mtime_ns))
-    return sorted(files, key=lambda f: f.path)
-
-
-def _hive_layout(root: str, files: list[DataFile], keys: list[str]) -> bool:
-    """Whether every file is under ``root`` in the key=value directories of its partition
-    (what DuckDB's hive_partitioning reads the values from)."""
-    prefix = root.rstrip("/") + "/"
-    for file in files:
-        if not file.path.startswith(prefix):
-            return False
-        named = partition_values(
-            file.path[len(prefix) :].split("/")[: len(keys)], keys, exact=False
-        )
-        values = (
-            None if named is None else [None if v == HIVE_DEFAULT_PARTITION else v for v in named]
-        )
-        if values != list(file.partition):
-            return False
-    return True
 
 
 def _dataset(

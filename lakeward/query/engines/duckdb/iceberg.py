@@ -23,7 +23,9 @@ from lakeward.query.engines.duckdb.scanned import DataFile, Source
 
 
 def iceberg_source(table: ResolvedTable) -> Source:
-    scan = table.iceberg.scan()
+    if table.rows is not None:  # a metadata table: its rows are at hand
+        return Source(table, [DataFile(table.location, 0, ())], dataset=pads.dataset(table.rows))
+    scan = table.iceberg.scan(snapshot_id=table.snapshot_id)
     tasks = list(scan.plan_files())
     files = [DataFile(t.file.file_path, t.file.file_size_in_bytes, ()) for t in tasks]
 

@@ -348,7 +348,7 @@ class InsertInto(_FromSelect):
         """The query as the table's columns: listed ones from it, the rest NULL, all cast.
 
         The casts are the coercions Trino applies on INSERT; a value of another kind
-        is refused before anything is written (``_check_types``).
+        is refused before anything is written (``check_types``).
         """
         targets = [*info.columns, *info.partition_keys]
         names = [c.name for c in targets]
@@ -362,7 +362,7 @@ class InsertInto(_FromSelect):
                 f"Insert query has {len(query_columns)} columns, but {len(listed)} are "
                 "written (the table's columns or the listed ones)"
             )
-        _check_types([(c.name, c.type) for c in targets if c.name in listed], query_columns, listed)
+        check_types([(c.name, c.type) for c in targets if c.name in listed], query_columns, listed)
         assert isinstance(self.select._ast, (exp.Query, exp.Values))
         aliases = [f"_c{i}" for i in range(len(listed))]
         source = exp.Subquery(
@@ -390,7 +390,7 @@ class InsertInto(_FromSelect):
         return [(c.name, c.type) for c in columns]
 
 
-def _check_types(
+def check_types(
     table: list[tuple[str, str]], query: list[tuple[str, str]], listed: tuple[str, ...]
 ) -> None:
     """Trino's rule: each value must be coercible to its column's type without a cast."""
@@ -398,7 +398,7 @@ def _check_types(
     mismatched = [
         (wanted[name], given)
         for name, (_, given) in zip(listed, query, strict=True)
-        if not _coercible(given, wanted[name])
+        if not coercible(given, wanted[name])
     ]
     if mismatched:
         table_types = ", ".join(wanted[n] for n in listed)
@@ -409,7 +409,7 @@ def _check_types(
         )
 
 
-def _coercible(given: str, wanted: str) -> bool:
+def coercible(given: str, wanted: str) -> bool:
     if given == wanted or given == "unknown":
         return True
     if given in INTEGRAL:

@@ -1,11 +1,14 @@
-"""Row-level DELETE on Iceberg tables, as Athena runs it.
+"""Row-level DELETE and UPDATE on Iceberg tables, as Athena runs them.
 
     DELETE FROM [db.]table [[AS] alias] [WHERE condition]
+    UPDATE [db.]table SET column = expression [, ...] [WHERE condition]
 
-The condition is any the table's SELECT takes (subqueries on other tables included): the
-rows it holds are found by a planned query, with the same access checks, over the table's
-current snapshot. Each data file holding such rows is rewritten without them and the
-change is committed as one overwrite snapshot, so a reader sees all of it or none of it.
+The condition and the new values are any the table's SELECT takes (subqueries on other
+tables included): the rows it holds are found by a planned query, with the same access
+checks, over the table's current snapshot. Each data file holding such rows is rewritten
+(without them, or with their new values, which must be of a type Trino coerces to the
+column's) and the change is committed as one overwrite snapshot, so a reader sees all of it
+or none of it.
 Athena writes position-delete files instead and leaves the rows in the old files until
 OPTIMIZE; lakeward's rewrite makes the same rows visible, and the old files leave the
 table at the next snapshot expiry (VACUUM), as Athena's do.
@@ -13,18 +16,20 @@ table at the next snapshot expiry (VACUUM), as Athena's do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.table import Table
+from sqlglot import exp
 
 from lakeward.access.arns import s3_arn
 from lakeward.errors import InvalidRequest, QueryCancelled, QueryFailed
 from lakeward.iceberg.catalog import is_iceberg
 from lakeward.iceberg.commits import arrow_rows, commit_with_retries
 from lakeward.iceberg.schemas import table_columns
+from lakeward.metastore.tables import Column
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql.names import Names
@@ -32,32 +37,43 @@ from lakeward.query.sql.queries import Statement, parse_query
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context
 from lakeward.query.statements.ddl.parsing import Reader
+from lakeward.query.statements.writes.commands import coercible
+from lakeward.query.types import athena_type_of_hive
 from lakeward.query.types import quote_identifier as quote
 from lakeward.storage.paths import lake_place
 
-_GONE = "__lakeward_gone"
+_HIT = "__lakeward_hit"
 
 
 @dataclass
-class Delete(Command):
+class _RowLevel(Command):
+    """A change to some rows of an Iceberg table: the rows of the data files it touches are
+    read with a planned query, and those files replaced in one overwrite snapshot."""
+
     table: TableRef
     source: str  # the table as the statement names it, with its alias
     condition: str | None  # the WHERE's text
     names: Names
     statement_type: StatementType = StatementType.DML
-    substatement_type: str | None = "DELETE"
+    verb = ""
 
     def catalogs(self) -> set[str]:
         return {self.table.catalog, *(t.catalog for t in self.tables_read())}
 
     def tables_read(self) -> tuple[TableRef, ...]:
-        return self._select("true").tables
+        return self._select(self._projections(["true"])).tables
 
-    def _select(self, projection: str, where: str | None = None) -> Statement:
-        sql = f"SELECT {projection} FROM {self.source}"
+    def _projections(self, projections: list[str]) -> list[str]:
+        return projections
+
+    def _select(self, projections: list[str], where: str | None = None) -> Statement:
+        sql = f"SELECT {', '.join(projections)} FROM {self.source}"
         if where or self.condition:
             sql += f" WHERE {where or self.condition}"
         return parse_query(sql, self.names)
+
+    def _hit(self) -> str:
+        return "true" if self.condition is None else f"coalesce(({self.condition}), false)"
 
     def run(self, context: Context) -> EngineResult:
         ref = self.table
@@ -65,7 +81,7 @@ class Delete(Command):
         info = catalog.table(ref.database, ref.table)
         if not is_iceberg(info.parameters):
             raise InvalidRequest(
-                f"DELETE is only supported for Iceberg tables: {ref} is a Hive table"
+                f"{self.verb} is only supported for Iceberg tables: {ref} is a Hive table"
             )
         context.authorize_table(["glue:UpdateTable"], ref)
         place = lake_place(context.settings, info.location)
@@ -75,27 +91,82 @@ class Delete(Command):
             context.authorize("s3:DeleteObject", objects)
         iceberg = catalog.iceberg(context.settings)
         table = iceberg.load_table((ref.database, ref.table))
-        columns = [c.name for c in table_columns(table.schema())]
-        gone = "true" if self.condition is None else f"coalesce(({self.condition}), false)"
-        projection = ", ".join([*(quote(c) for c in columns), '"$path"', f"{gone} AS {_GONE}"])
-        plan = context.plan(self._select(projection, where="true"))
+        columns = table_columns(table.schema())
+        self._check(context, columns)
+        projections = [*self._values(columns), '"$path"', f"{self._hit()} AS {_HIT}"]
+        plan = context.plan(self._select(projections, where="true"))
         result = plan.engine.execute(context.execution.id, plan.sql, plan.tables, plan.limits)
         rows = pa.Table.from_batches(list(result.batches)) if result.columns else None
-        if rows is None or rows.num_rows == 0:
-            return _count_result(0, result.bytes_scanned)
-        removed = pc.sum(rows.column(_GONE).cast(pa.int64())).as_py() or 0
-        if removed == 0:
+        hits = 0 if rows is None else pc.sum(rows.column(_HIT).cast(pa.int64())).as_py() or 0
+        if rows is None or hits == 0:
             return _count_result(0, result.bytes_scanned)
         paths = rows.column("$path")
-        touched = set(pc.unique(pc.filter(paths, rows.column(_GONE))).to_pylist())
-        keep = pc.and_(pc.is_in(paths, pa.array(sorted(touched))), pc.invert(rows.column(_GONE)))
-        kept = arrow_rows(rows.filter(keep).select(columns).to_batches(), table.schema().as_arrow())
+        touched = set(pc.unique(pc.filter(paths, rows.column(_HIT))).to_pylist())
+        wanted = pc.is_in(paths, pa.array(sorted(touched)))
+        if self.verb == "DELETE":
+            wanted = pc.and_(wanted, pc.invert(rows.column(_HIT)))
+        names = [c.name for c in columns]
+        replacement = arrow_rows(
+            rows.filter(wanted).select(names).to_batches(), table.schema().as_arrow()
+        )
         if context.cancelled():
             raise QueryCancelled("the query was cancelled")
         commit_with_retries(
-            iceberg, (ref.database, ref.table), lambda t: _rewrite(t, touched, kept)
+            iceberg, (ref.database, ref.table), lambda t: _rewrite(t, touched, replacement)
         )
-        return _count_result(removed, result.bytes_scanned)
+        return _count_result(hits, result.bytes_scanned)
+
+    def _check(self, context: Context, columns: list[Column]) -> None:
+        """Refuse what the statement cannot do to these columns, before anything is read."""
+
+    def _values(self, columns: list[Column]) -> list[str]:
+        """Each column's value in the rows that stay: as it is, unless the statement sets it."""
+        return [quote(c.name) for c in columns]
+
+
+@dataclass
+class Delete(_RowLevel):
+    substatement_type: str | None = "DELETE"
+    verb = "DELETE"
+
+
+@dataclass
+class Update(_RowLevel):
+    assignments: list[tuple[str, str]] = field(default_factory=list)  # column, expression
+    substatement_type: str | None = "UPDATE"
+    verb = "UPDATE"
+
+    def _projections(self, projections: list[str]) -> list[str]:
+        return [*projections, *(f"({expression})" for _, expression in self.assignments)]
+
+    def _check(self, context: Context, columns: list[Column]) -> None:
+        by_name = {c.name: c for c in columns}
+        unknown = [name for name, _ in self.assignments if name not in by_name]
+        if unknown:
+            raise InvalidRequest(f"UPDATE {self.table}: the table has no column {unknown[0]}")
+        probe = self._select([f"({e})" for _, e in self.assignments], where="false")
+        found, _ = context.planner.probe(context.run_, probe)
+        for (name, _), given in zip(self.assignments, found, strict=True):
+            wanted = athena_type_of_hive(by_name[name].type).name
+            if not coercible(given.type, wanted):
+                raise InvalidRequest(
+                    f"UPDATE {self.table}: column {name} is {wanted}, and a value of type "
+                    f"{given.type} cannot be assigned to it"
+                )
+
+    def _values(self, columns: list[Column]) -> list[str]:
+        setting = dict(self.assignments)
+        values = []
+        for column in columns:
+            if column.name not in setting:
+                values.append(quote(column.name))
+                continue
+            kind = exp.DataType.build(column.type, dialect="hive").sql(dialect="trino")
+            values.append(
+                f"CASE WHEN {self._hit()} THEN CAST(({setting[column.name]}) AS {kind}) "
+                f"ELSE {quote(column.name)} END AS {quote(column.name)}"
+            )
+        return values
 
 
 def _rewrite(table: Table, touched: set[str], kept: pa.Table) -> None:
@@ -130,24 +201,66 @@ def _count_result(count: int, scanned: int) -> EngineResult:
 def parse_delete(sql: str, cursor: Cursor, names: Names) -> Command:
     reader = Reader(sql, cursor)
     reader.expect_words("DELETE", "FROM")
+    ref, source = _target(reader, names, alias=True)
+    command = Delete(ref, source, _where(reader), names)
+    command.tables_read()  # a condition that does not parse is refused now
+    return command
+
+
+def parse_update(sql: str, cursor: Cursor, names: Names) -> Command:
+    reader = Reader(sql, cursor)
+    reader.expect("UPDATE")
+    ref, source = _target(reader, names, alias=False)
+    reader.expect("SET")
+    assignments: list[tuple[str, str]] = []
+    while True:
+        column = reader.name("a column name")
+        if any(column == name for name, _ in assignments):
+            reader.cursor.pos -= 1
+            reader.fail(f"column {column} is set twice")
+        reader.expect("=")
+        assignments.append((column, _expression(reader)))
+        if not reader.word(","):
+            break
+    command = Update(ref, source, _where(reader), names, assignments=assignments)
+    command.tables_read()  # an expression or condition that does not parse is refused now
+    return command
+
+
+def _target(reader: Reader, names: Names, alias: bool) -> tuple[TableRef, str]:
+    """The table a row-level statement changes, and its text (with its alias)."""
     first = reader.token()
-    parts = reader.names(3, "a table name")
-    ref = names.table(parts)
-    if reader.word("AS"):
+    ref = names.table(reader.names(3, "a table name"))
+    if alias and reader.word("AS"):
         reader.name("an alias")
-    elif reader.token() is not None and reader.peek() != "WHERE":
+    elif alias and reader.token() is not None and reader.peek() != "WHERE":
         reader.name("an alias or WHERE")
     assert first is not None
     end = reader.tokens[reader.pos - 1]
-    source = sql[first.start : end.end + 1]
+    return ref, reader.sql[first.start : end.end + 1]
+
+
+def _expression(reader: Reader) -> str:
+    """An expression's text, up to a ``,`` or WHERE outside parentheses."""
+    start, depth = reader.token(), 0
+    while (token := reader.token()) is not None:
+        if depth == 0 and (token.text == "," or reader.peek() == "WHERE"):
+            break
+        depth += (token.text == "(") - (token.text == ")")
+        reader.cursor.pos += 1
+    if start is None or reader.token() is start:
+        reader.fail("expected an expression")
+    end = reader.tokens[reader.pos - 1]
+    return reader.sql[start.start : end.end + 1]
+
+
+def _where(reader: Reader) -> str | None:
     condition = None
     if reader.word("WHERE"):
         start = reader.token()
         if start is None:
             reader.fail("expected a condition")
-        condition = sql[start.start : reader.tokens[-1].end + 1]
+        condition = reader.sql[start.start : reader.tokens[-1].end + 1]
         reader.cursor.pos = len(reader.tokens)
     reader.done()
-    command = Delete(ref, source, condition, names)
-    command.tables_read()  # a condition that does not parse is refused now
-    return command
+    return condition
