@@ -8,7 +8,7 @@ stack's S3 endpoint with its key pair. What pyiceberg writes, lakeward reads.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -267,3 +267,54 @@ def test_update_sets_new_values_where_the_condition_holds(
     assert len(pyiceberg.load_table(("default", name)).snapshots()) == 3
     reason = refusal(athena, "UPDATE covid_deaths SET deaths = 0")
     assert "only supported for Iceberg tables" in reason
+
+
+def test_time_travel_and_the_metadata_tables(athena: Any, pyiceberg: HiveCatalog) -> None:
+    name = f"history_{uuid.uuid4().hex[:8]}"
+    api_ok(athena, f"CREATE TABLE {name} (id int, v string) TBLPROPERTIES ('table_type'='ICEBERG')")
+    api_ok(athena, f"INSERT INTO {name} VALUES (1, 'one'), (2, 'two')")
+    first = pyiceberg.load_table(("default", name)).current_snapshot()
+    assert first is not None
+    api_ok(athena, f"INSERT INTO {name} VALUES (3, 'three')")
+    api_ok(athena, f"DELETE FROM {name} WHERE id = 1")
+    assert rows(api_ok(athena, f"SELECT id FROM {name} ORDER BY id")) == [["2"], ["3"]]
+    then = api_ok(
+        athena, f"SELECT id FROM {name} FOR VERSION AS OF {first.snapshot_id} ORDER BY id"
+    )
+    assert rows(then) == [["1"], ["2"]]
+    committed = datetime.fromtimestamp(first.timestamp_ms / 1000, UTC)
+    at = committed.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    by_time = api_ok(
+        athena,
+        f"SELECT count(*) FROM {name} FOR TIMESTAMP AS OF TIMESTAMP '{at} UTC'",
+    )
+    assert rows(by_time) == [["2"]]
+    # The current table and an old version side by side: what the DELETE removed.
+    gone = api_ok(
+        athena,
+        f"SELECT o.id FROM {name} FOR VERSION AS OF {first.snapshot_id} o "
+        f"LEFT JOIN {name} n ON o.id = n.id WHERE n.id IS NULL",
+    )
+    assert rows(gone) == [["1"]]
+    early = api_failed(
+        athena, f"SELECT * FROM {name} FOR TIMESTAMP AS OF TIMESTAMP '2001-01-01 00:00:00 UTC'"
+    )
+    assert f"earliest snapshot is {first.snapshot_id}" in early
+    assert "does not exist" in api_failed(athena, f"SELECT * FROM {name} FOR VERSION AS OF 42")
+    assert "Iceberg tables only" in api_failed(
+        athena, "SELECT * FROM covid_deaths FOR VERSION AS OF 1"
+    )
+    # The metadata tables, as Trino names their columns.
+    snapshots = api_ok(
+        athena,
+        f'SELECT operation, snapshot_id FROM "{name}$snapshots" ORDER BY committed_at',
+    )
+    assert [r[0] for r in rows(snapshots)] == ["append", "append", "overwrite"]
+    assert rows(snapshots)[0][1] == str(first.snapshot_id)
+    history = api_ok(athena, f'SELECT count(*) FROM "{name}$history" WHERE is_current_ancestor')
+    assert rows(history) == [["3"]]
+    files = api_ok(athena, f'SELECT sum(record_count) FROM "{name}$files"')
+    assert rows(files) == [["2"]]
+    refs = api_ok(athena, f'SELECT name, type FROM "{name}$refs"')
+    assert rows(refs) == [["main", "BRANCH"]]
+    assert "metadata tables are" in api_failed(athena, f'SELECT * FROM "{name}$nosuch"')

@@ -20,7 +20,7 @@ from lakeward.metastore.tables import TableInfo
 from lakeward.query.catalogs import Catalogs
 from lakeward.query.model import TableRef
 from lakeward.query.sql.names import Names
-from lakeward.query.sql.queries import Statement, parse_query
+from lakeward.query.sql.queries import Statement, parse_query, version_text
 from lakeward.query.view_definitions import (
     MOST_NESTED,
     READS,
@@ -58,8 +58,14 @@ def expand(catalogs: Catalogs, statement: Statement, authorize: Authorize) -> St
 def with_tree(statement: Statement, tree: exp.Expr) -> Statement:
     """``statement`` reading ``tree``, whose real tables are qualified (CTEs are not)."""
     tables = [t for t in tree.find_all(exp.Table) if t.args.get("catalog")]
-    refs = tuple(dict.fromkeys(TableRef(t.catalog, t.db, t.name) for t in tables))
+    refs = tuple(dict.fromkeys(_ref(t) for t in tables))
     return replace(statement, tables=refs, _ast=tree)
+
+
+def _ref(table: exp.Table) -> TableRef:
+    version = table.args.get("version")
+    text = "" if version is None else version_text(version)
+    return TableRef(table.catalog, table.db, table.name, text)
 
 
 Lookup = Callable[[TableRef], TableInfo]
@@ -74,7 +80,8 @@ def lookup_in(catalogs: Catalogs, lookups: ExitStack) -> Lookup:
         if ref.catalog not in open_catalogs:
             lookups.enter_context(catalog.lookup())
             open_catalogs.add(ref.catalog)
-        return catalog.table(ref.database, ref.table)
+        # "t$snapshots" is a metadata table of t (never a view): t's definition tells.
+        return catalog.table(ref.database, ref.table.partition("$")[0])
 
     return lookup
 

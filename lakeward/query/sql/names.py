@@ -69,7 +69,11 @@ class Names:
         catalog, database = self.database(qualifier or [self.default_database])
         if table.startswith(_INTERNAL_TABLE_PREFIXES):
             raise InvalidRequest(f"table {table} is not allowed: {ONLY_TABLES}")
-        check_hive_name(table, "table")
+        # "t$snapshots": a metadata table of the Iceberg table t (which the planner checks).
+        base, dollar, kind = table.partition("$")
+        check_hive_name(base, "table")
+        if dollar and not _HIVE_NAME.fullmatch(kind):
+            raise InvalidRequest(f"'{table}' is not a table name: {ONLY_TABLES}")
         return TableRef(catalog, database, table)
 
 
