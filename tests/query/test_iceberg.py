@@ -318,3 +318,72 @@ def test_time_travel_and_the_metadata_tables(athena: Any, pyiceberg: HiveCatalog
     refs = api_ok(athena, f'SELECT name, type FROM "{name}$refs"')
     assert rows(refs) == [["main", "BRANCH"]]
     assert "metadata tables are" in api_failed(athena, f'SELECT * FROM "{name}$nosuch"')
+
+
+def test_merge_updates_deletes_and_inserts_in_one_snapshot(
+    athena: Any, pyiceberg: HiveCatalog
+) -> None:
+    name = f"merged_{uuid.uuid4().hex[:8]}"
+    api_ok(
+        athena,
+        f"CREATE TABLE {name} (id bigint, email string, score int) "
+        "PARTITIONED BY (bucket(2, id)) TBLPROPERTIES ('table_type'='ICEBERG')",
+    )
+    api_ok(athena, f"INSERT INTO {name} VALUES (1, 'a@x', 1), (2, 'b@x', 2), (3, 'c@x', 3)")
+    before = len(pyiceberg.load_table(("default", name)).snapshots())
+    changes = (
+        "(SELECT * FROM (VALUES (1, 'a@new', 10), (2, 'gone', 0), (4, 'd@x', 4), (5, 'e@x', 0))"
+        " AS v(id, email, score))"
+    )
+    merged = api_ok(
+        athena,
+        f"""MERGE INTO {name} AS t USING {changes} AS s ON t.id = s.id
+            WHEN MATCHED AND s.score = 0 THEN DELETE
+            WHEN MATCHED THEN UPDATE SET email = s.email, score = t.score + s.score
+            WHEN NOT MATCHED AND s.score > 0 THEN INSERT (id, email, score)
+                 VALUES (s.id, s.email, s.score)""",
+    )
+    assert update_count(athena, merged) == 3  # one updated, one deleted, one inserted
+    table = pyiceberg.load_table(("default", name))
+    assert len(table.snapshots()) == before + 1
+    assert sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "email": "a@new", "score": 11},
+        {"id": 3, "email": "c@x", "score": 3},
+        {"id": 4, "email": "d@x", "score": 4},
+    ]
+    # An INSERT without a column list, from a source table named without an alias.
+    api_ok(athena, f"CREATE TABLE src_{name} AS SELECT 9 AS id, 'z@x' AS email, 9 AS score")
+    api_ok(
+        athena,
+        f"MERGE INTO {name} USING src_{name} ON {name}.id = src_{name}.id "
+        f"WHEN NOT MATCHED THEN INSERT VALUES (src_{name}.id, src_{name}.email, src_{name}.score)",
+    )
+    assert rows(api_ok(athena, f"SELECT email FROM {name} WHERE id = 9")) == [["z@x"]]
+
+
+def test_merge_matching_a_row_twice_fails_and_changes_nothing(
+    athena: Any, pyiceberg: HiveCatalog
+) -> None:
+    name = f"twice_{uuid.uuid4().hex[:8]}"
+    api_ok(athena, f"CREATE TABLE {name} (id int, v int) TBLPROPERTIES ('table_type'='ICEBERG')")
+    api_ok(athena, f"INSERT INTO {name} VALUES (1, 1), (2, 2)")
+    snapshots = len(pyiceberg.load_table(("default", name)).snapshots())
+    reason = api_failed(
+        athena,
+        f"MERGE INTO {name} t USING (SELECT * FROM (VALUES (1, 5), (1, 6)) AS v(id, v)) s "
+        "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v",
+    )
+    assert "matched more than one source row" in reason
+    assert len(pyiceberg.load_table(("default", name)).snapshots()) == snapshots
+    assert rows(api_ok(athena, f"SELECT v FROM {name} ORDER BY id")) == [["1"], ["2"]]
+    reason = api_failed(
+        athena,
+        f"MERGE INTO {name} t USING (SELECT 1 AS id) s ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET v = 'text'",
+    )
+    assert "column v is integer" in reason
+    reason = refusal(
+        athena,
+        "MERGE INTO covid_deaths t USING (SELECT 1 AS id) s ON true WHEN MATCHED THEN DELETE",
+    )
+    assert "only supported for Iceberg tables" in reason

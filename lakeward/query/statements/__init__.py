@@ -25,8 +25,8 @@ from lakeward.query.statements import prepared, show
 from lakeward.query.statements.base import Command, Parser
 from lakeward.query.statements.ddl import databases, partitions, tables
 from lakeward.query.statements.views import commands as views
+from lakeward.query.statements.writes import merge, rows
 from lakeward.query.statements.writes import parsing as writes
-from lakeward.query.statements.writes import rows
 from lakeward.query.translate.duckdb.dates import refuse_ambiguous_formats
 
 PARSERS: dict[tuple[str, ...], Parser] = {
@@ -46,6 +46,7 @@ PARSERS: dict[tuple[str, ...], Parser] = {
     ("INSERT", "INTO"): writes.parse_insert,
     ("DELETE", "FROM"): rows.parse_delete,
     ("UPDATE",): rows.parse_update,
+    ("MERGE", "INTO"): merge.parse_merge,
     ("UNLOAD",): writes.parse_unload,
     ("SHOW",): show.parse_show,
     ("SHOW", "VIEWS"): show.parse_show_views,
@@ -63,7 +64,7 @@ PARSERS: dict[tuple[str, ...], Parser] = {
 STATEMENTS = (
     "queries (SELECT, WITH, VALUES), EXPLAIN, SHOW, DESCRIBE, CREATE/DROP DATABASE, "
     "CREATE EXTERNAL TABLE, CREATE TABLE AS, ALTER TABLE, DROP TABLE, MSCK REPAIR TABLE, "
-    "CREATE/DROP VIEW, INSERT INTO, DELETE and UPDATE (Iceberg tables), UNLOAD, PREPARE, "
+    "CREATE/DROP VIEW, INSERT INTO, DELETE, UPDATE and MERGE (Iceberg tables), UNLOAD, PREPARE, "
     "EXECUTE and DEALLOCATE PREPARE"
 )
 

@@ -22,6 +22,8 @@ from lakeward.storage.paths import local_path
 _HIDDEN = re.compile(r'"\$(path|bucket|file_size|file_modified_time|partition)"')
 FILE_COLUMN = "__lakeward_file"
 """The column of each row's file DuckDB's Parquet reader adds (``filename = ...``)."""
+ROW_COLUMN = "__lakeward_row"
+"""An Iceberg table's row's place among its file's rows, beside ``"$path"``."""
 
 
 def reads_hidden_columns(sql: str) -> bool:
@@ -38,12 +40,28 @@ def reads_hidden_columns(sql: str) -> bool:
             '(it gives "$path" and "$bucket")'
         )
     tree = sqlglot.parse_one(sql, read="duckdb")
-    if any(not isinstance(star.parent, exp.Count) for star in tree.find_all(exp.Star)):
+    if any(_star_over_a_table(star) for star in tree.find_all(exp.Star)):
         raise InvalidRequest(
             'SELECT * beside the hidden columns "$path" or "$bucket" is not supported on '
             "the DuckDB engine: name the columns"
         )
     return True
+
+
+def _star_over_a_table(star: exp.Star) -> bool:
+    """Whether a ``*`` (not ``count(*)``) expands a table's view, which holds the hidden
+    columns; a star over a subquery or VALUES holds only what they select."""
+    if isinstance(star.parent, exp.Count):
+        return False
+    select = star.find_ancestor(exp.Select)
+    if select is None:
+        return True
+    sources = [select.args.get("from_"), *select.args.get("joins", [])]
+    return any(
+        isinstance(source.this, exp.Table) and source.this.args.get("catalog")
+        for source in sources
+        if source is not None
+    )
 
 
 def hidden_columns_refused(table: object) -> InvalidRequest:
@@ -74,11 +92,12 @@ def hidden_view_columns(settings: Settings | None, has_files: bool) -> str:
 
 def iceberg_hidden_columns(has_files: bool) -> str:
     """An Iceberg table's ``"$path"`` and ``"$bucket"``: its rows carry their data file's
-    name as the table's metadata gives it (``s3://...`` on the lake)."""
+    name as the table's metadata gives it (``s3://...`` on the lake); and each row's place
+    in its file (``ROW_COLUMN``)."""
     if not has_files:
-        return hidden_view_columns(None, False)
+        return hidden_view_columns(None, False) + f", CAST(NULL AS BIGINT) AS {ROW_COLUMN}"
     file = quote(FILE_COLUMN)
     return (
         f", {file} AS \"$path\", CASE WHEN starts_with({file}, 's3://') "
-        f"THEN split_part(substr({file}, 6), '/', 1) END AS \"$bucket\""
+        f"THEN split_part(substr({file}, 6), '/', 1) END AS \"$bucket\", {ROW_COLUMN}"
     )

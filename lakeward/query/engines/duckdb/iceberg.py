@@ -4,8 +4,10 @@ pyiceberg plans the scan from the table's current snapshot (its manifests name t
 data files and the delete files that apply to each) and reads them: columns resolved by
 field id, so renamed and dropped columns read right, and position and equality deletes
 written by any engine applied. Each row carries the data file it was read from (the
-table's ``"$path"``, and what a row-level DELETE rewrites). The rows reach DuckDB as an
-Arrow dataset, read once the execution has started, so a cancel stops it.
+table's ``"$path"``, and what a row-level DELETE rewrites) and its place among that
+file's rows (``__lakeward_row``: what tells MERGE that one row matched twice). The rows
+reach DuckDB as an Arrow dataset, read once the execution has started, so a cancel
+stops it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pyarrow.dataset as pads
 from pyiceberg.io.pyarrow import ArrowScan
 
 from lakeward.query.engines.base import ResolvedTable
-from lakeward.query.engines.duckdb.hidden import FILE_COLUMN
+from lakeward.query.engines.duckdb.hidden import FILE_COLUMN, ROW_COLUMN
 from lakeward.query.engines.duckdb.scanned import DataFile, Source
 
 
@@ -38,7 +40,8 @@ def iceberg_source(table: ResolvedTable) -> Source:
             check()
             rows = reader.to_table([task])
             path = pa.array([task.file.file_path] * rows.num_rows, pa.string())
-            parts.append(rows.append_column(FILE_COLUMN, path))
+            rows = rows.append_column(FILE_COLUMN, path)
+            parts.append(rows.append_column(ROW_COLUMN, pa.array(range(rows.num_rows), pa.int64())))
         if not parts:
             return pads.dataset(reader.to_table([]))
         return pads.dataset(pa.concat_tables(parts, promote_options="permissive"))

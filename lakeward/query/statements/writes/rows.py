@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.catalog import Catalog
 from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.table import Table
 from sqlglot import exp
@@ -77,20 +78,7 @@ class _RowLevel(Command):
 
     def run(self, context: Context) -> EngineResult:
         ref = self.table
-        catalog = context.catalog(ref.catalog)
-        info = catalog.table(ref.database, ref.table)
-        if not is_iceberg(info.parameters):
-            raise InvalidRequest(
-                f"{self.verb} is only supported for Iceberg tables: {ref} is a Hive table"
-            )
-        context.authorize_table(["glue:UpdateTable"], ref)
-        place = lake_place(context.settings, info.location)
-        if place is not None:
-            objects = s3_arn(place[0], f"{place[1].rstrip('/')}/*")
-            context.authorize("s3:PutObject", objects)
-            context.authorize("s3:DeleteObject", objects)
-        iceberg = catalog.iceberg(context.settings)
-        table = iceberg.load_table((ref.database, ref.table))
+        iceberg, table = open_for_change(context, ref, self.verb)
         columns = table_columns(table.schema())
         self._check(context, columns)
         projections = [*self._values(columns), '"$path"', f"{self._hit()} AS {_HIT}"]
@@ -99,7 +87,7 @@ class _RowLevel(Command):
         rows = pa.Table.from_batches(list(result.batches)) if result.columns else None
         hits = 0 if rows is None else pc.sum(rows.column(_HIT).cast(pa.int64())).as_py() or 0
         if rows is None or hits == 0:
-            return _count_result(0, result.bytes_scanned)
+            return count_result(0, result.bytes_scanned)
         paths = rows.column("$path")
         touched = set(pc.unique(pc.filter(paths, rows.column(_HIT))).to_pylist())
         wanted = pc.is_in(paths, pa.array(sorted(touched)))
@@ -112,9 +100,9 @@ class _RowLevel(Command):
         if context.cancelled():
             raise QueryCancelled("the query was cancelled")
         commit_with_retries(
-            iceberg, (ref.database, ref.table), lambda t: _rewrite(t, touched, replacement)
+            iceberg, (ref.database, ref.table), lambda t: rewrite(t, touched, replacement)
         )
-        return _count_result(hits, result.bytes_scanned)
+        return count_result(hits, result.bytes_scanned)
 
     def _check(self, context: Context, columns: list[Column]) -> None:
         """Refuse what the statement cannot do to these columns, before anything is read."""
@@ -169,8 +157,26 @@ class Update(_RowLevel):
         return values
 
 
-def _rewrite(table: Table, touched: set[str], kept: pa.Table) -> None:
-    """One overwrite snapshot: the touched data files out, their remaining rows in."""
+def open_for_change(context: Context, ref: TableRef, verb: str) -> tuple[Catalog, Table]:
+    """The Iceberg table a row-level statement changes, once the caller may change it:
+    ``glue:UpdateTable`` on it, ``s3:PutObject`` and ``s3:DeleteObject`` on its place."""
+    catalog = context.catalog(ref.catalog)
+    info = catalog.table(ref.database, ref.table)
+    if not is_iceberg(info.parameters):
+        raise InvalidRequest(f"{verb} is only supported for Iceberg tables: {ref} is a Hive table")
+    context.authorize_table(["glue:UpdateTable"], ref)
+    place = lake_place(context.settings, info.location)
+    if place is not None:
+        objects = s3_arn(place[0], f"{place[1].rstrip('/')}/*")
+        context.authorize("s3:PutObject", objects)
+        context.authorize("s3:DeleteObject", objects)
+    iceberg = catalog.iceberg(context.settings)
+    return iceberg, iceberg.load_table((ref.database, ref.table))
+
+
+def rewrite(table: Table, touched: set[str], kept: pa.Table) -> None:
+    """One overwrite snapshot: the touched data files out, ``kept`` (their remaining rows,
+    and any new ones) in."""
     live = {task.file.file_path: task.file for task in table.scan().plan_files()}
     missing = sorted(touched - set(live))
     if missing:  # another writer removed or rewrote them since the rows were read
@@ -194,7 +200,7 @@ def _rewrite(table: Table, touched: set[str], kept: pa.Table) -> None:
                 overwrite.append_data_file(data_file)
 
 
-def _count_result(count: int, scanned: int) -> EngineResult:
+def count_result(count: int, scanned: int) -> EngineResult:
     return EngineResult([], iter([]), scanned, update_count=count)
 
 
