@@ -387,3 +387,66 @@ def test_merge_matching_a_row_twice_fails_and_changes_nothing(
         "MERGE INTO covid_deaths t USING (SELECT 1 AS id) s ON true WHEN MATCHED THEN DELETE",
     )
     assert "only supported for Iceberg tables" in reason
+
+
+def test_schema_evolution_reads_by_field_id(athena: Any, pyiceberg: HiveCatalog) -> None:
+    name = f"evolved_{uuid.uuid4().hex[:8]}"
+    api_ok(
+        athena,
+        f"CREATE TABLE {name} (id int, name string, score float) "
+        "TBLPROPERTIES ('table_type'='ICEBERG')",
+    )
+    api_ok(athena, f"INSERT INTO {name} VALUES (1, 'ann', 1.5)")
+    api_ok(athena, f"ALTER TABLE {name} ADD COLUMNS (email string COMMENT 'contact')")
+    api_ok(athena, f"ALTER TABLE {name} CHANGE COLUMN name full_name string")
+    api_ok(athena, f"ALTER TABLE {name} CHANGE score score double")  # a widening
+    api_ok(athena, f"INSERT INTO {name} VALUES (2, 'bob', 2.5, 'b@x')")
+    api_ok(athena, f"ALTER TABLE {name} DROP COLUMN id")
+    api_ok(athena, f"ALTER TABLE {name} ADD COLUMNS (id int)")  # a new column, not the old one
+    result = api_ok(athena, f"SELECT full_name, score, email, id FROM {name} ORDER BY full_name")
+    assert rows(result) == [["ann", "1.5", None, None], ["bob", "2.5", "b@x", None]]
+    table = pyiceberg.load_table(("default", name))
+    assert [f.name for f in table.schema().fields] == ["full_name", "score", "email", "id"]
+    assert str(table.schema().find_field("score").field_type) == "double"
+    described = api_ok(athena, f"DESCRIBE {name}")
+    assert described["rows"][2] == ["email\tstring\tcontact"]  # a DDL result: no header
+    # A narrowing, or a column that is not there, is refused and changes nothing.
+    assert "score" in api_failed(athena, f"ALTER TABLE {name} CHANGE score score int")
+    assert "nosuch" in api_failed(athena, f"ALTER TABLE {name} DROP COLUMN nosuch")
+    assert "Iceberg tables only" in api_failed(
+        athena, "ALTER TABLE covid_deaths DROP COLUMN deaths"
+    )
+
+
+def test_properties_and_show_create_table(athena: Any, pyiceberg: HiveCatalog) -> None:
+    name = f"shown_{uuid.uuid4().hex[:8]}"
+    api_ok(
+        athena,
+        f"CREATE TABLE {name} (id bigint, at timestamp) COMMENT 'events' "
+        "PARTITIONED BY (hour(at), truncate(4, id)) "
+        "TBLPROPERTIES ('table_type'='ICEBERG', 'vacuum_max_snapshot_age_seconds'='60')",
+    )
+    api_ok(
+        athena,
+        f"ALTER TABLE {name} SET TBLPROPERTIES ('write_compression'='snappy', "
+        "'optimize_rewrite_delete_file_threshold'='5')",
+    )
+    api_ok(athena, f"ALTER TABLE {name} UNSET TBLPROPERTIES ('vacuum_max_snapshot_age_seconds')")
+    table = pyiceberg.load_table(("default", name))
+    assert table.properties["write.parquet.compression-codec"] == "snappy"
+    assert "vacuum_max_snapshot_age_seconds" not in table.properties
+    shown = "\n".join(r[0] or "" for r in api_ok(athena, f"SHOW CREATE TABLE {name}")["rows"])
+    assert shown.startswith(f"CREATE TABLE `default`.`{name}`(")
+    assert "PARTITIONED BY (hour(at), truncate(4, id))" in shown
+    assert "'table_type'='iceberg'" in shown and "'write_compression'='snappy'" in shown
+    assert "COMMENT 'events'" in shown
+    assert "IF EXISTS" in api_failed(athena, f"ALTER TABLE {name} UNSET TBLPROPERTIES ('nosuch')")
+    api_ok(athena, f"ALTER TABLE {name} UNSET TBLPROPERTIES IF EXISTS ('nosuch')")
+    # The statement SHOW CREATE TABLE gives makes the same table again.
+    again = shown.replace(f"`{name}`", f"`{name}_again`").replace(
+        table.location(), table.location() + "_again"
+    )
+    api_ok(athena, again)
+    copy = pyiceberg.load_table(("default", f"{name}_again"))
+    assert copy.spec().fields == table.spec().fields
+    assert copy.schema() == table.schema()

@@ -12,16 +12,18 @@ from dataclasses import dataclass
 
 from lakeward.access.arns import catalog_arn
 from lakeward.errors import InvalidRequest, ResourceNotFound
+from lakeward.iceberg.catalog import is_iceberg
 from lakeward.query.catalogs import matches
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context, lines
-from lakeward.query.statements.ddl.common import refuse_view
+from lakeward.query.statements.ddl.common import TableCommand, refuse_view, table_ref
+from lakeward.query.statements.ddl.iceberg import iceberg_create_statement
 from lakeward.query.statements.ddl.parsing import Reader
 from lakeward.query.statements.ddl.partitions import require_partitioned
-from lakeward.query.statements.ddl.tables import TableCommand, create_statement, table_ref
+from lakeward.query.statements.ddl.tables import create_statement
 from lakeward.query.statements.views.commands import quoted_name
 from lakeward.query.view_definitions import decode, described, is_view
 
@@ -140,9 +142,17 @@ class ShowCreateTable(TableCommand):
 
     def run(self, context: Context) -> EngineResult:
         context.authorize_table(["glue:GetTable"], self.ref)
-        table = self.metastore(context).table(self.ref.database, self.ref.table)
+        catalog = self.metastore(context)
+        table = catalog.table(self.ref.database, self.ref.table)
         refuse_view(table, "SHOW CREATE TABLE")
-        return lines("createtab_stmt", create_statement(table).split("\n"), hive=True)
+        if is_iceberg(table.parameters):
+            iceberg = catalog.iceberg(context.settings).load_table(
+                (self.ref.database, self.ref.table)
+            )
+            text = iceberg_create_statement(table, iceberg)
+        else:
+            text = create_statement(table)
+        return lines("createtab_stmt", text.split("\n"), hive=True)
 
 
 def parse_show_create_table(sql: str, cursor: Cursor, names: Names) -> Command:

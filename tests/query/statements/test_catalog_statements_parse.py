@@ -200,9 +200,11 @@ def test_hive_string_escapes() -> None:
         ),
         ("DROP DATABASE x y", "expected the end of the statement, found 'y'"),
         (
-            "ALTER TABLE t CHANGE COLUMN a b int",
-            "column 15: expected ADD, DROP, PARTITION, SET, RENAME",
+            "ALTER TABLE t MODIFY COLUMN a b int",
+            "column 15: expected ADD, DROP, PARTITION, SET, UNSET, CHANGE, RENAME",
         ),
+        ("ALTER TABLE t CHANGE COLUMN a", "expected the column's new name"),
+        ("ALTER TABLE t UNSET TBLPROPERTIES 'a'", "expected (, found ''a''"),
         ("ALTER TABLE t SET SERDEPROPERTIES ('a'='b')", "column 19: expected TBLPROPERTIES or LOC"),
         ("ALTER TABLE t PARTITION (p='1') SET 'x'", "expected LOCATION, found ''x''"),
         ("ALTER TABLE t ADD PARTITION (dt=)", "expected a value"),

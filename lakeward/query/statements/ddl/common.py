@@ -9,10 +9,15 @@ authorizer.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.tables import TableInfo
 from lakeward.query.catalogs.base import Catalog
+from lakeward.query.model import TableRef
+from lakeward.query.sql.names import Names
 from lakeward.query.statements.base import Command, Context
+from lakeward.query.statements.ddl.parsing import Reader, check_name
 from lakeward.storage.paths import catalog_uri, lake_place
 
 
@@ -26,6 +31,22 @@ class CatalogCommand(Command):
 
     def metastore(self, context: Context) -> Catalog:
         return context.catalog(self.catalog)
+
+
+@dataclass
+class TableCommand(CatalogCommand):
+    """A statement on one table (``ref``) of a catalog."""
+
+    ref: TableRef
+
+    def __post_init__(self) -> None:
+        self.catalog = self.ref.catalog
+
+
+def table_ref(reader: Reader, names: Names) -> TableRef:
+    ref = names.table(reader.names(3, "a table name"))
+    check_name(ref.table, "table")
+    return ref
 
 
 def refuse_view(table: TableInfo, statement: str) -> None:

@@ -16,35 +16,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyiceberg.exceptions import TableAlreadyExistsError
+from pyiceberg.table import Table
 
 from lakeward.errors import InvalidRequest
-from lakeward.iceberg.schemas import iceberg_schema, partition_spec
-from lakeward.metastore.tables import Column
+from lakeward.iceberg.schemas import iceberg_schema, partition_spec, table_columns, transform_text
+from lakeward.metastore.tables import Column, TableInfo
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context, no_rows
-from lakeward.query.statements.ddl.common import lake_location
+from lakeward.query.statements.ddl.common import TableCommand, lake_location, table_ref
+from lakeward.query.statements.ddl.evolution import ICEBERG_PROPERTIES, check_iceberg_properties
 from lakeward.query.statements.ddl.parsing import Reader
-from lakeward.query.statements.ddl.tables import TableCommand, table_ref
-
-# Athena's table properties of an Iceberg table, each with the Iceberg property it sets
-# (None: kept as given, read by lakeward's OPTIMIZE and VACUUM).
-_PROPERTIES: dict[str, str | None] = {
-    "table_type": None,
-    "format": "write.format.default",
-    "write_compression": "write.parquet.compression-codec",
-    "write_target_data_file_size_bytes": "write.target-file-size-bytes",
-    "vacuum_max_snapshot_age_seconds": None,
-    "vacuum_min_snapshots_to_keep": None,
-    "vacuum_max_metadata_files_to_keep": None,
-    "optimize_rewrite_min_data_file_size_bytes": None,
-    "optimize_rewrite_max_data_file_size_bytes": None,
-    "optimize_rewrite_data_file_threshold": None,
-    "optimize_rewrite_delete_file_threshold": None,
-}
-_COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "none")
-_WHOLE_NUMBERS = {k for k in _PROPERTIES if k.startswith(("vacuum_", "optimize_", "write_target"))}
+from lakeward.query.statements.ddl.tables import (
+    column_lines,
+    property_lines,
+    quote_string,
+)
 
 
 @dataclass
@@ -91,7 +79,7 @@ class CreateIcebergTable(TableCommand):
         found = {"format": "parquet", "write_compression": "zstd", **self.properties}
         properties = {k: v for k, v in found.items() if k != "table_type"}
         for key, value in found.items():
-            if (iceberg := _PROPERTIES.get(key)) is not None:
+            if (iceberg := ICEBERG_PROPERTIES.get(key)) is not None:
                 properties[iceberg] = value
         if self.comment is not None:
             properties["comment"] = self.comment
@@ -118,30 +106,6 @@ def parse_create_iceberg_table(sql: str, cursor: Cursor, names: Names) -> Comman
     return command
 
 
-def check_iceberg_properties(properties: dict[str, str]) -> None:
-    if properties.get("table_type", "").upper() != "ICEBERG":
-        raise InvalidRequest(
-            "CREATE TABLE without AS makes Iceberg tables only: "
-            "TBLPROPERTIES ('table_type' = 'ICEBERG'); for a Hive table use CREATE EXTERNAL TABLE"
-        )
-    for key, value in properties.items():
-        if key not in _PROPERTIES:
-            known = ", ".join(sorted(_PROPERTIES))
-            raise InvalidRequest(
-                f"table property '{key}' is not one of an Iceberg table's: {known}"
-            )
-        if key == "format" and value.lower() != "parquet":
-            raise InvalidRequest(
-                f"table property 'format' = '{value}': lakeward writes Iceberg tables as parquet"
-            )
-        if key == "write_compression" and value.lower() not in _COMPRESSIONS:
-            raise InvalidRequest(
-                f"table property 'write_compression' = '{value}': one of {', '.join(_COMPRESSIONS)}"
-            )
-        if key in _WHOLE_NUMBERS and not value.isdigit():
-            raise InvalidRequest(f"table property '{key}' must be a whole number, not '{value}'")
-
-
 def _transforms(reader: Reader) -> list[str]:
     """``(col, day(ts), bucket(16, id))``: each transform's text, as written."""
     reader.expect("(")
@@ -159,3 +123,25 @@ def _transforms(reader: Reader) -> list[str]:
         found.append(reader.sql[start.start : end.end + 1])
         if reader.expect(",", ")") == ")":
             return found
+
+
+def iceberg_create_statement(info: TableInfo, table: Table) -> str:
+    """The CREATE TABLE that makes an Iceberg table again: its current schema, partition
+    transforms, place and Athena's table properties."""
+    schema = table.schema()
+    out = [f"CREATE TABLE `{info.database}`.`{info.name}`("]
+    out += column_lines(table_columns(schema))
+    out[-1] += ")"
+    if table.properties.get("comment"):
+        out.append(f"COMMENT {quote_string(table.properties['comment'])}")
+    transforms = transform_text(schema, table.spec())
+    if transforms:
+        out.append(f"PARTITIONED BY ({', '.join(transforms)})")
+    out += ["LOCATION", f"  {quote_string(table.location())}"]
+    shown = {"table_type": "iceberg"}
+    for key, value in table.properties.items():
+        if key in ICEBERG_PROPERTIES and key != "table_type":
+            shown[key] = value
+    out.append("TBLPROPERTIES (")
+    out += property_lines(shown)
+    return "\n".join(out)

@@ -20,9 +20,10 @@ from lakeward.query.engines.base import EngineResult
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context, lines, no_rows
-from lakeward.query.statements.ddl.common import lake_location, refuse_view
+from lakeward.query.statements.ddl.common import TableCommand, lake_location, refuse_view, table_ref
+from lakeward.query.statements.ddl.evolution import parse_alter_iceberg
 from lakeward.query.statements.ddl.parsing import Reader
-from lakeward.query.statements.ddl.tables import TableCommand, parse_alter_definition, table_ref
+from lakeward.query.statements.ddl.tables import parse_alter_definition
 from lakeward.storage.paths import lake_place
 
 _INTEGERS = {"tinyint": 8, "smallint": 16, "int": 32, "integer": 32, "bigint": 64}
@@ -194,6 +195,11 @@ def parse_alter_table(sql: str, cursor: Cursor, names: Names) -> Command:
         location = reader.string("a quoted location")
         reader.done()
         return MovePartition(ref, spec, location)
+    if (reader.peek(), reader.peek(1)) == ("DROP", "COLUMN") or reader.peek() in (
+        "CHANGE",
+        "UNSET",
+    ):
+        return parse_alter_iceberg(reader, ref)
     if reader.word("DROP"):
         drop = DropPartitions(ref, reader.if_exists())
         drop.specs.append(reader.partition_spec())
@@ -203,7 +209,9 @@ def parse_alter_table(sql: str, cursor: Cursor, names: Names) -> Command:
         reader.done()
         return drop
     if reader.peek() not in ("ADD", "REPLACE", "SET", "RENAME"):
-        reader.fail("expected ADD, DROP, PARTITION, SET, RENAME TO or REPLACE COLUMNS")
+        reader.fail(
+            "expected ADD, DROP, PARTITION, SET, UNSET, CHANGE, RENAME TO or REPLACE COLUMNS"
+        )
     return parse_alter_definition(reader, ref, names)
 
 

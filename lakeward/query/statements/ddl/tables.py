@@ -21,11 +21,13 @@ from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context, no_rows
 from lakeward.query.statements.ddl.common import (
-    CatalogCommand,
+    TableCommand,
     lake_location,
     refuse_view,
+    table_ref,
 )
-from lakeward.query.statements.ddl.parsing import Reader, check_name
+from lakeward.query.statements.ddl.evolution import AlterIceberg
+from lakeward.query.statements.ddl.parsing import Reader
 from lakeward.storage.paths import lake_place
 
 # ROW FORMAT DELIMITED's clauses, in Hive's order, and the SerDe parameter each sets.
@@ -46,22 +48,6 @@ _UNSUPPORTED_PROPERTIES = {
 }
 # Kept by the metastore, not written by users: left out of SHOW CREATE TABLE.
 _HIDDEN_PROPERTIES = frozenset({"EXTERNAL", "transient_lastDdlTime", "comment"})
-
-
-@dataclass
-class TableCommand(CatalogCommand):
-    """A statement on one table (``ref``) of a catalog."""
-
-    ref: TableRef
-
-    def __post_init__(self) -> None:
-        self.catalog = self.ref.catalog
-
-
-def table_ref(reader: Reader, names: Names) -> TableRef:
-    ref = names.table(reader.names(3, "a table name"))
-    check_name(ref.table, "table")
-    return ref
 
 
 def check_properties(properties: dict[str, str]) -> None:
@@ -258,13 +244,13 @@ def parse_drop_table(sql: str, cursor: Cursor, names: Names) -> Command:
 def create_statement(table: TableInfo) -> str:
     """The CREATE EXTERNAL TABLE that makes ``table`` again, laid out as Hive shows it."""
     out = [f"CREATE EXTERNAL TABLE `{table.database}`.`{table.name}`("]
-    out += _column_lines(table.columns)
+    out += column_lines(table.columns)
     out[-1] += ")"
     if table.parameters.get("comment"):
-        out.append(f"COMMENT {_quote(table.parameters['comment'])}")
+        out.append(f"COMMENT {quote_string(table.parameters['comment'])}")
     if table.partition_keys:
         out.append("PARTITIONED BY ( ")
-        out += _column_lines(table.partition_keys)
+        out += column_lines(table.partition_keys)
         out[-1] += ")"
     found = formats.TableFormat.of(table)
     delimited = {p for _w, p in _DELIMITED} | {"serialization.format"}
@@ -272,40 +258,40 @@ def create_statement(table: TableInfo) -> str:
         out.append("ROW FORMAT DELIMITED ")
         for words, parameter in _DELIMITED:
             if parameter in found.serde_parameters:
-                value = _quote(found.serde_parameters[parameter])
+                value = quote_string(found.serde_parameters[parameter])
                 out.append(f"  {' '.join(words)} {value} ")
     else:
-        out += ["ROW FORMAT SERDE ", f"  {_quote(found.serde)} "]
+        out += ["ROW FORMAT SERDE ", f"  {quote_string(found.serde)} "]
         shown = {k: v for k, v in found.serde_parameters.items()}
         if shown:
             out.append("WITH SERDEPROPERTIES ( ")
-            out += _property_lines(shown)
-    out += ["STORED AS INPUTFORMAT ", f"  {_quote(found.input_format)} "]
-    out += ["OUTPUTFORMAT ", f"  {_quote(found.output_format)}"]
-    out += ["LOCATION", f"  {_quote(table.location)}"]
+            out += property_lines(shown)
+    out += ["STORED AS INPUTFORMAT ", f"  {quote_string(found.input_format)} "]
+    out += ["OUTPUTFORMAT ", f"  {quote_string(found.output_format)}"]
+    out += ["LOCATION", f"  {quote_string(table.location)}"]
     shown = {k: v for k, v in table.parameters.items() if k not in _HIDDEN_PROPERTIES}
     if shown:
         out.append("TBLPROPERTIES (")
-        out += _property_lines(shown)
+        out += property_lines(shown)
     return "\n".join(out)
 
 
-def _column_lines(columns: list[Column]) -> list[str]:
+def column_lines(columns: list[Column]) -> list[str]:
     rows = []
     for column in columns:
-        comment = f" COMMENT {_quote(column.comment)}" if column.comment else ""
+        comment = f" COMMENT {quote_string(column.comment)}" if column.comment else ""
         rows.append(f"  `{column.name}` {column.type}{comment}, ")
     rows[-1] = rows[-1].removesuffix(", ")
     return rows
 
 
-def _property_lines(properties: dict[str, str]) -> list[str]:
-    rows = [f"  {_quote(k)}={_quote(v)}, " for k, v in sorted(properties.items())]
+def property_lines(properties: dict[str, str]) -> list[str]:
+    rows = [f"  {quote_string(k)}={quote_string(v)}, " for k, v in sorted(properties.items())]
     rows[-1] = rows[-1].removesuffix(", ") + ")"
     return rows
 
 
-def _quote(value: str) -> str:
+def quote_string(value: str) -> str:
     """A string literal of ``value`` that reader.unescape reads back.
 
     A quote is doubled (the SQL way, which lakeward's tokenizer reads); Hive's ``\\'``
@@ -344,6 +330,14 @@ class AlterTable(TableCommand):
         client = self.metastore(context)
         table = client.table(self.ref.database, self.ref.table)
         refuse_view(table, f"ALTER TABLE {self.clause}")
+        if is_iceberg(table.parameters):
+            if self.clause not in ("SET TBLPROPERTIES", "ADD COLUMNS"):
+                raise InvalidRequest(
+                    f"ALTER TABLE {self.clause} is not supported for Iceberg tables: "
+                    f"{self.ref} is one"
+                )
+            change = AlterIceberg(self.ref, self.clause, self.columns, properties=self.properties)
+            return change.run(context)
         if self.clause == "SET TBLPROPERTIES":
             changed = replace(table, parameters={**table.parameters, **self.properties})
         elif self.clause == "SET LOCATION":
