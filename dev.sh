@@ -104,6 +104,7 @@ install_all() {
   # pyarrow and PyAthena).
   timed "clients side venv" bash bench/clients_env.sh >/dev/null 2>&1
   timed "s3a jars" install_s3a_jars
+  timed "iceberg jars" install_iceberg_jars
 }
 
 # Hadoop's s3a connector for Spark (hadoop-aws and the AWS SDK bundle it was built with):
@@ -120,6 +121,23 @@ install_s3a_jars() {
     sagemaker_pyspark-1.4.5/deps/jars/aws-java-sdk-bundle-1.11.901.jar
   mkdir -p "$S3A_JARS"
   mv "$tmp"/sagemaker_pyspark-1.4.5/deps/jars/*.jar "$S3A_JARS"/
+  rm -rf "$tmp"
+}
+
+# Iceberg's Spark runtime for Spark 3.5 / Scala 2.12 (the pyspark line lakeward pins; it
+# holds the SQL extensions and the Hive catalog too): the wheel snowpark-connect-deps-iceberg
+# on PyPI carries it. Its 1.0.1 (Iceberg 1.9.2): the runtime jar of its later releases lacks
+# the shaded Jackson the runtime's own classes load.
+ICEBERG_JARS=$VENV/share/lakeward/iceberg
+install_iceberg_jars() {
+  compgen -G "$ICEBERG_JARS/iceberg-spark-runtime-3.5_2.12-*.jar" >/dev/null && return
+  local tmp
+  tmp=$(mktemp -d)
+  "$VENV/bin/python" -m pip download -q --no-deps snowpark-connect-deps-iceberg==1.0.1 -d "$tmp"
+  (cd "$tmp" && "$VENV/bin/python" -m zipfile -e snowpark_connect_deps_iceberg-*.whl wheel)
+  mkdir -p "$ICEBERG_JARS"
+  mv "$tmp"/wheel/snowpark_connect_deps_iceberg/jars/iceberg-spark-runtime-3.5_2.12-*.jar \
+    "$ICEBERG_JARS"/
   rm -rf "$tmp"
 }
 

@@ -85,6 +85,20 @@ def s3a_jars() -> list[Path]:
     return jars
 
 
+ICEBERG_JARS = Path(sys.prefix) / "share" / "lakeward" / "iceberg"
+
+
+def iceberg_runtime_jar() -> Path:
+    """Iceberg's Spark runtime for Spark 3.5 and Scala 2.12: its catalogs, SQL extensions
+    and Hive catalog in one jar."""
+    jars = sorted(ICEBERG_JARS.glob("iceberg-spark-runtime-3.5_2.12-*.jar"))
+    if not jars:
+        raise JavaError(
+            f"Iceberg's Spark runtime is not in {ICEBERG_JARS}; install it with: ./dev.sh install"
+        )
+    return jars[-1]
+
+
 def java_env(java: Path) -> dict[str, str]:
     """The environment for a JVM child process (Spark's scripts read JAVA_HOME)."""
     env = dict(os.environ)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from lakeward.config import Settings
 from lakeward.errors import ConfigError
-from lakeward.jvm import find_java, java_env, s3a_jars
+from lakeward.jvm import find_java, iceberg_runtime_jar, java_env, s3a_jars
 from lakeward.metastore.launcher import LAKE_FILE_SYSTEM, launcher_classes
 from lakeward.metastore.uris import metastore_uris
 from lakeward.storage.paths import catalog_uri, hadoop_conf, local_path, warehouse_uri
@@ -58,6 +58,23 @@ def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str
     conf.update(direct_lake_conf(settings))
     conf.update(settings.spark.conf)
     return conf
+
+
+def iceberg_conf() -> dict[str, str]:
+    """Iceberg's runtime in a session: its SQL extensions (DELETE, UPDATE, MERGE, CALL) and
+    the session catalog over the Hive metastore, which opens Iceberg tables as Iceberg and
+    any other table as before. Add to ``spark_conf``'s; ``spark.jars`` gains the runtime."""
+    return {
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.catalog.spark_catalog": "org.apache.iceberg.spark.SparkSessionCatalog",
+        "spark.sql.catalog.spark_catalog.type": "hive",
+    }
+
+
+def with_iceberg(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` (a session's settings) with Iceberg's runtime on the classpath and in use."""
+    jars = [j for j in conf.get("spark.jars", "").split(",") if j]
+    return {**conf, **iceberg_conf(), "spark.jars": ",".join([*jars, str(iceberg_runtime_jar())])}
 
 
 def direct_lake_conf(settings: Settings) -> dict[str, str]:

@@ -16,8 +16,9 @@ TABLE_TYPE = "table_type"
 ICEBERG = "ICEBERG"
 METADATA_LOCATION = "metadata_location"
 
-_catalogs: dict[tuple[str, ...], HiveCatalog] = {}
-_lock = threading.Lock()
+# One catalog per thread: pyiceberg's HiveCatalog holds one Thrift client, which opens and
+# closes its connection around each call and cannot be shared by threads at once.
+_local = threading.local()
 
 
 def is_iceberg(parameters: Mapping[str, str]) -> bool:
@@ -28,13 +29,13 @@ def is_iceberg(parameters: Mapping[str, str]) -> bool:
 def iceberg_catalog(settings: Settings, uris: list[str]) -> HiveCatalog:
     """pyiceberg's HiveCatalog over the metastore nodes at ``uris`` (tried in order)."""
     key = (settings.lake_root, *uris)
-    with _lock:
-        found = _catalogs.get(key)
-        if found is None:
-            found = _catalogs[key] = HiveCatalog(
-                "lakeward", **{"uri": ",".join(uris), **file_io_properties(settings)}
-            )
-        return found
+    catalogs: dict[tuple[str, ...], HiveCatalog] = _local.__dict__.setdefault("catalogs", {})
+    found = catalogs.get(key)
+    if found is None:
+        found = catalogs[key] = HiveCatalog(
+            "lakeward", **{"uri": ",".join(uris), **file_io_properties(settings)}
+        )
+    return found
 
 
 def file_io_properties(settings: Settings) -> dict[str, str]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.table import Table
 
 from lakeward.errors import QueryFailed
@@ -43,7 +43,9 @@ def commit_with_retries(
         try:
             change(table)
             return table
-        except CommitFailedException as exc:
+        # Another writer committed first: the metadata moved (CommitFailed), or pyiceberg's
+        # conflict check found its files where this change reads (ValidationException).
+        except (CommitFailedException, ValidationException) as exc:
             if attempt == COMMIT_TRIES - 1:
                 raise QueryFailed(
                     f"ICEBERG_COMMIT_ERROR: {'.'.join(identifier)} changed under "

@@ -7,19 +7,32 @@ stack's S3 endpoint with its key pair. What pyiceberg writes, lakeward reads.
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.hive import HiveCatalog
 
 from lakeward.config import Settings
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query.service import QueryService
-from tests.query.support import api_failed, api_ok, credentials, endpoint, failure, local, run
+from tests.query.support import (
+    api_failed,
+    api_ok,
+    api_run,
+    credentials,
+    endpoint,
+    failure,
+    local,
+    run,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -450,3 +463,147 @@ def test_properties_and_show_create_table(athena: Any, pyiceberg: HiveCatalog) -
     copy = pyiceberg.load_table(("default", f"{name}_again"))
     assert copy.spec().fields == table.spec().fields
     assert copy.schema() == table.schema()
+
+
+def test_optimize_packs_small_files_and_keeps_every_row(
+    athena: Any, pyiceberg: HiveCatalog
+) -> None:
+    name = f"packed_{uuid.uuid4().hex[:8]}"
+    api_ok(
+        athena,
+        f"CREATE TABLE {name} (id int, part string) PARTITIONED BY (part) "
+        "TBLPROPERTIES ('table_type'='ICEBERG', 'optimize_rewrite_data_file_threshold'='2')",
+    )
+    for batch in range(3):
+        api_ok(athena, f"INSERT INTO {name} VALUES ({batch}, 'a'), ({batch + 10}, 'b')")
+    files = api_ok(athena, f'SELECT count(*) FROM "{name}$files"')
+    assert rows(files) == [["6"]]
+    before = rows(api_ok(athena, f"SELECT id, part FROM {name} ORDER BY id"))
+    api_ok(athena, f"OPTIMIZE {name} REWRITE DATA USING BIN_PACK WHERE part = 'a'")
+    per_part = api_ok(
+        athena,
+        f'SELECT partition.part, count(*) FROM "{name}$files" GROUP BY 1 ORDER BY 1',
+    )
+    assert rows(per_part) == [["a", "1"], ["b", "3"]]
+    api_ok(athena, f"OPTIMIZE {name} REWRITE DATA USING BIN_PACK")
+    assert rows(api_ok(athena, f'SELECT count(*) FROM "{name}$files"')) == [["2"]]
+    assert rows(api_ok(athena, f"SELECT id, part FROM {name} ORDER BY id")) == before
+    assert pyiceberg.load_table(("default", name)).scan().to_arrow().num_rows == 6
+    reason = refusal(athena, "OPTIMIZE covid_deaths REWRITE DATA USING BIN_PACK")
+    assert "only supported for Iceberg tables" in reason
+
+
+def holding(place: Path, email: str) -> list[Path]:
+    """The data files under ``place`` with a row of ``email``, read as Parquet."""
+    return [p for p in place.rglob("*.parquet") if email in pq.read_table(p)["email"].to_pylist()]
+
+
+def test_delete_then_vacuum_leaves_no_file_with_the_erased_rows(
+    stack: Settings, athena: Any, pyiceberg: HiveCatalog
+) -> None:
+    """A person erased with SQL: DELETE, then VACUUM once the snapshot age has passed; no
+    file of the table holds their rows any more, and everyone else's rows are the same."""
+    name = f"erased_{uuid.uuid4().hex[:8]}"
+    place = f"s3://{stack.lake.data_bucket}/iceberg/{name}"
+    api_ok(
+        athena,
+        f"CREATE TABLE {name} (user_id bigint, email string) LOCATION '{place}' "
+        "TBLPROPERTIES ('table_type'='ICEBERG', 'vacuum_max_snapshot_age_seconds'='1')",
+    )
+    api_ok(
+        athena,
+        f"INSERT INTO {name} SELECT u, 'user' || CAST(u AS varchar) || '@x.org' "
+        "FROM UNNEST(sequence(1, 50)) AS t(u)",
+    )
+    others = api_ok(athena, f"SELECT user_id, email FROM {name} WHERE user_id <> 7 ORDER BY 1")
+    api_ok(athena, f"DELETE FROM {name} WHERE user_id = 7")
+    assert holding(local(stack, place), "user7@x.org")  # the old snapshot's file
+    time.sleep(1.5)
+    api_ok(athena, f"VACUUM {name}")
+    assert list(local(stack, place).rglob("*.parquet"))
+    assert holding(local(stack, place), "user7@x.org") == []
+    assert rows(api_ok(athena, f'SELECT count(*) FROM "{name}$snapshots"')) == [["1"]]
+    after = api_ok(athena, f"SELECT user_id, email FROM {name} WHERE user_id <> 7 ORDER BY 1")
+    assert rows(after) == rows(others)
+    table = pyiceberg.load_table(("default", name))
+    assert table.scan().to_arrow().num_rows == 49
+    assert "only supported for Iceberg tables" in refusal(athena, "VACUUM covid_deaths")
+
+
+def test_create_table_as_an_iceberg_table(athena: Any, pyiceberg: HiveCatalog) -> None:
+    name = f"ctas_{uuid.uuid4().hex[:8]}"
+    made = api_ok(
+        athena,
+        f"""CREATE TABLE {name} WITH (table_type = 'ICEBERG', is_external = false,
+              partitioning = ARRAY['country', 'month(date)'], format = 'PARQUET',
+              write_compression = 'SNAPPY', vacuum_min_snapshots_to_keep = 2)
+            AS SELECT country, date, deaths FROM covid_deaths
+            WHERE country IN ('Iceland', 'Norway') AND date < DATE '2020-04-01'""",
+    )
+    counted = rows(
+        api_ok(
+            athena,
+            "SELECT count(*) FROM covid_deaths WHERE country IN ('Iceland', 'Norway') "
+            "AND date < DATE '2020-04-01'",
+        )
+    )
+    assert [[str(update_count(athena, made))]] == counted
+    table = pyiceberg.load_table(("default", name))
+    assert [str(f.transform) for f in table.spec().fields] == ["identity", "month"]
+    assert table.properties["write.parquet.compression-codec"] == "snappy"
+    assert table.properties["vacuum_min_snapshots_to_keep"] == "2"
+    assert table.scan().to_arrow().num_rows == int(counted[0][0])
+    assert rows(api_ok(athena, f"SELECT count(*) FROM {name}")) == counted
+    empty = f"{name}_empty"
+    api_ok(
+        athena,
+        f"CREATE TABLE {empty} WITH (table_type = 'ICEBERG', is_external = false) "
+        "AS SELECT 1 AS id WITH NO DATA",
+    )
+    assert rows(api_ok(athena, f"SELECT count(*) FROM {empty}")) == [["0"]]
+    reason = refusal(
+        athena, f"CREATE TABLE {name}_x WITH (table_type = 'ICEBERG') AS SELECT 1 AS id"
+    )
+    assert "is_external = false" in reason
+    reason = refusal(athena, f"CREATE TABLE {name}_y WITH (location = 's3://x/') AS SELECT 1 AS id")
+    assert "table_type = 'ICEBERG'" in reason
+
+
+def test_concurrent_writers_lose_no_commit(stack: Settings, pyiceberg: HiveCatalog) -> None:
+    """Writers through the server's worker processes commit to one table at once: each
+    INSERT and DELETE either lands whole or fails with ICEBERG_COMMIT_ERROR, and the
+    table's rows are exactly those of the statements that succeeded."""
+    name = f"contended_{uuid.uuid4().hex[:8]}"
+    setup = boto3.client("athena", endpoint_url=endpoint(stack), **credentials(stack))
+    api_ok(
+        setup, f"CREATE TABLE {name} (writer int, n bigint) TBLPROPERTIES ('table_type'='ICEBERG')"
+    )
+    api_ok(setup, f"INSERT INTO {name} VALUES (-1, 0), (-2, 0)")
+    outcomes: dict[int, dict[str, Any]] = {}
+
+    def write(writer: int) -> None:
+        client = boto3.client("athena", endpoint_url=endpoint(stack), **credentials(stack))
+        sql = (
+            f"DELETE FROM {name} WHERE writer = -{writer}"
+            if writer in (1, 2)
+            else f"INSERT INTO {name} SELECT {writer}, n FROM UNNEST(sequence(1, 100)) AS t(n)"
+        )
+        outcomes[writer] = api_run(client, sql)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(1, 7)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    states = {w: o["Status"]["State"] for w, o in outcomes.items()}
+    assert len(states) == 6 and set(states.values()) <= {"SUCCEEDED", "FAILED"}
+    for writer, outcome in outcomes.items():
+        if states[writer] == "FAILED":
+            assert "ICEBERG_COMMIT_ERROR" in outcome["Status"]["StateChangeReason"]
+    expected = sorted(
+        [(w, n) for w in range(3, 7) if states[w] == "SUCCEEDED" for n in range(1, 101)]
+        + [(-w, 0) for w in (1, 2) if states[w] != "SUCCEEDED"]
+    )
+    found = pyiceberg.load_table(("default", name)).scan().to_arrow()
+    assert sorted(zip(found["writer"].to_pylist(), found["n"].to_pylist(), strict=True)) == expected
+    assert sum(s == "SUCCEEDED" for s in states.values()) >= 1

@@ -33,6 +33,7 @@ class ResolvedTable:
     iceberg: Any = None
     snapshot_id: int | None = None
     rows: Any = None  # a table of rows in memory (an Iceberg metadata table), as Arrow
+    row_filter: Any = None  # pyiceberg's filter of the scan, from the query's WHERE
 
 
 @dataclass(frozen=True)

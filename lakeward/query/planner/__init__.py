@@ -29,6 +29,7 @@ from lakeward.query.formats import TableFormat
 from lakeward.query.model import ColumnInfo, QueryExecution, TableRef, WorkGroup
 from lakeward.query.planner import information_schema, views
 from lakeward.query.planner.iceberg import resolve_iceberg
+from lakeward.query.planner.pruning import iceberg_filter
 from lakeward.query.sql.queries import Statement
 from lakeward.query.translate.query import to_engine_sql
 from lakeward.storage.arrow import S3Options, arrow_filesystem
@@ -88,6 +89,7 @@ class Planner:
         select = information_schema.inline(self.catalogs, select, allowed)
         select = views.expand(self.catalogs, select, authorize)
         tables = [self.resolve(ref) for ref in select.tables]
+        tables = [_pruned(table, select) for table in tables]
         for table in tables:
             for place in places(table):  # a partition may lie outside the table's place
                 data_arn = self.lake_arn(place.rstrip("/") + "/*")
@@ -165,6 +167,14 @@ class Planner:
         """
         place = lake_place(self.settings, uri)
         return None if place is None else s3_arn(*place)
+
+
+def _pruned(table: ResolvedTable, select: Statement) -> ResolvedTable:
+    """An Iceberg table with the row filter its scan can skip files by (pruning.py)."""
+    if table.iceberg is None or table.ref.version or select._ast is None:
+        return table
+    row_filter = iceberg_filter(select._ast, table.ref, table.iceberg.schema())
+    return replace(table, row_filter=row_filter)
 
 
 def places(table: ResolvedTable) -> list[str]:

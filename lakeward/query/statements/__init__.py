@@ -23,7 +23,7 @@ from lakeward.query.sql.queries import Statement, parse_explain, parse_query
 from lakeward.query.sql.tokens import QUERY_STARTS, Cursor, one_statement
 from lakeward.query.statements import prepared, show
 from lakeward.query.statements.base import Command, Parser
-from lakeward.query.statements.ddl import databases, partitions, tables
+from lakeward.query.statements.ddl import databases, maintenance, partitions, tables
 from lakeward.query.statements.views import commands as views
 from lakeward.query.statements.writes import merge, rows
 from lakeward.query.statements.writes import parsing as writes
@@ -47,6 +47,8 @@ PARSERS: dict[tuple[str, ...], Parser] = {
     ("DELETE", "FROM"): rows.parse_delete,
     ("UPDATE",): rows.parse_update,
     ("MERGE", "INTO"): merge.parse_merge,
+    ("OPTIMIZE",): maintenance.parse_optimize,
+    ("VACUUM",): maintenance.parse_vacuum,
     ("UNLOAD",): writes.parse_unload,
     ("SHOW",): show.parse_show,
     ("SHOW", "VIEWS"): show.parse_show_views,
@@ -64,8 +66,8 @@ PARSERS: dict[tuple[str, ...], Parser] = {
 STATEMENTS = (
     "queries (SELECT, WITH, VALUES), EXPLAIN, SHOW, DESCRIBE, CREATE/DROP DATABASE, "
     "CREATE EXTERNAL TABLE, CREATE TABLE AS, ALTER TABLE, DROP TABLE, MSCK REPAIR TABLE, "
-    "CREATE/DROP VIEW, INSERT INTO, DELETE, UPDATE and MERGE (Iceberg tables), UNLOAD, PREPARE, "
-    "EXECUTE and DEALLOCATE PREPARE"
+    "CREATE/DROP VIEW, INSERT INTO, DELETE, UPDATE, MERGE, OPTIMIZE and VACUUM (Iceberg "
+    "tables), UNLOAD, PREPARE, EXECUTE and DEALLOCATE PREPARE"
 )
 
 

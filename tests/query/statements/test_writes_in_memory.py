@@ -217,7 +217,8 @@ def test_refused_writes_change_nothing(sales: QueryService) -> None:
 
     # Refused at the start, naming what is not supported.
     for sql, message in (
-        ("CREATE TABLE other WITH (table_type = 'ICEBERG') AS SELECT 1 a", "ICEBERG"),
+        ("CREATE TABLE other WITH (table_type = 'ICEBERG') AS SELECT 1 a", "is_external = false"),
+        ("CREATE TABLE other WITH (partitioning = ARRAY['a']) AS SELECT 1 a", "'ICEBERG'"),
         ("CREATE TABLE other WITH (format = 'AVRO') AS SELECT 1 a", "AVRO"),
         ("CREATE TABLE other WITH (bucket_count = 4) AS SELECT 1 a", "bucket"),
         ("CREATE TABLE other WITH (write_compression = 'LZO') AS SELECT 1 a", "LZO"),

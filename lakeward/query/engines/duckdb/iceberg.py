@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as pads
+from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
 
 from lakeward.query.engines.base import ResolvedTable
@@ -27,7 +28,8 @@ from lakeward.query.engines.duckdb.scanned import DataFile, Source
 def iceberg_source(table: ResolvedTable) -> Source:
     if table.rows is not None:  # a metadata table: its rows are at hand
         return Source(table, [DataFile(table.location, 0, ())], dataset=pads.dataset(table.rows))
-    scan = table.iceberg.scan(snapshot_id=table.snapshot_id)
+    row_filter = AlwaysTrue() if table.row_filter is None else table.row_filter
+    scan = table.iceberg.scan(snapshot_id=table.snapshot_id, row_filter=row_filter)
     tasks = list(scan.plan_files())
     files = [DataFile(t.file.file_path, t.file.file_size_in_bytes, ()) for t in tasks]
 

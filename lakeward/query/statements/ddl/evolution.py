@@ -42,6 +42,18 @@ WHOLE_NUMBERS = {
 }
 
 
+def iceberg_table_properties(given: dict[str, str]) -> dict[str, str]:
+    """A new table's properties: Athena's as given (format and compression defaulted), and
+    the Iceberg properties they stand for."""
+    found = {"format": "parquet", "write_compression": "zstd", **given}
+    found = {k: v.lower() if k in ("format", "write_compression") else v for k, v in found.items()}
+    properties = {k: v for k, v in found.items() if k != "table_type"}
+    for key, value in found.items():
+        if (iceberg := ICEBERG_PROPERTIES.get(key)) is not None:
+            properties[iceberg] = value
+    return properties
+
+
 def check_iceberg_properties(properties: dict[str, str]) -> None:
     if properties.get("table_type", "").upper() != "ICEBERG":
         raise InvalidRequest(

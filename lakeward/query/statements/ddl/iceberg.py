@@ -26,7 +26,11 @@ from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context, no_rows
 from lakeward.query.statements.ddl.common import TableCommand, lake_location, table_ref
-from lakeward.query.statements.ddl.evolution import ICEBERG_PROPERTIES, check_iceberg_properties
+from lakeward.query.statements.ddl.evolution import (
+    ICEBERG_PROPERTIES,
+    check_iceberg_properties,
+    iceberg_table_properties,
+)
 from lakeward.query.statements.ddl.parsing import Reader
 from lakeward.query.statements.ddl.tables import (
     column_lines,
@@ -76,11 +80,7 @@ class CreateIcebergTable(TableCommand):
         return no_rows()
 
     def _iceberg_properties(self) -> dict[str, str]:
-        found = {"format": "parquet", "write_compression": "zstd", **self.properties}
-        properties = {k: v for k, v in found.items() if k != "table_type"}
-        for key, value in found.items():
-            if (iceberg := ICEBERG_PROPERTIES.get(key)) is not None:
-                properties[iceberg] = value
+        properties = iceberg_table_properties(self.properties)
         if self.comment is not None:
             properties["comment"] = self.comment
         return properties

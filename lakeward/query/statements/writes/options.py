@@ -43,7 +43,18 @@ CTAS_PROPERTIES = (
     "field_delimiter",
     "parquet_compression",
     "orc_compression",
+    # An Iceberg table's (table_type = 'ICEBERG')
+    "location",
+    "partitioning",
+    "vacuum_max_snapshot_age_seconds",
+    "vacuum_min_snapshots_to_keep",
+    "vacuum_max_metadata_files_to_keep",
+    "optimize_rewrite_min_data_file_size_bytes",
+    "optimize_rewrite_max_data_file_size_bytes",
+    "optimize_rewrite_data_file_threshold",
+    "optimize_rewrite_delete_file_threshold",
 )
+ICEBERG_ONLY = CTAS_PROPERTIES[CTAS_PROPERTIES.index("location") :]
 UNLOAD_PROPERTIES = ("format", "compression", "partitioned_by", "field_delimiter")
 INTEGRAL = ("tinyint", "smallint", "integer", "bigint")
 
@@ -107,12 +118,14 @@ class WriteOptions:
 
 def ctas_options(props: dict[str, Any]) -> WriteOptions:
     table_type = (string_property(props, "table_type") or "HIVE").upper()
-    if table_type == "ICEBERG":
-        raise InvalidRequest(
-            "table_type 'ICEBERG' is not supported: lakeward's CTAS writes Hive tables"
-        )
     if table_type != "HIVE":
         raise InvalidRequest(f"table_type '{table_type}' is not supported (HIVE or ICEBERG)")
+    iceberg_only = [k for k in ICEBERG_ONLY if k in props]
+    if iceberg_only:
+        raise InvalidRequest(
+            f"property {iceberg_only[0]} is an Iceberg table's: give table_type = 'ICEBERG' "
+            "(a Hive table's place is external_location)"
+        )
     if "bucketed_by" in props or "bucket_count" in props:
         raise InvalidRequest(
             "bucketed_by and bucket_count are not supported: lakeward does not write "

@@ -18,6 +18,7 @@ from lakeward.query.statements.base import Command
 from lakeward.query.statements.ddl.iceberg import parse_create_iceberg_table
 from lakeward.query.statements.ddl.tables import refuse_plain_create_table
 from lakeward.query.statements.writes.commands import CreateTableAs, InsertInto, Unload
+from lakeward.query.statements.writes.iceberg import CreateIcebergTableAs
 from lakeward.query.statements.writes.options import (
     CTAS_PROPERTIES,
     UNLOAD_PROPERTIES,
@@ -111,6 +112,9 @@ def parse_create_table(sql: str, cursor: Cursor, names: Names) -> Command:
     end, with_data = _data_tail(cursor)
     select = _query(sql, cursor, end, names)
     require_named_columns(select)
+    if str(props.get("table_type", "")).upper() == "ICEBERG":
+        del props["table_type"]
+        return CreateIcebergTableAs(table, select, props, with_data, if_not_exists)
     options = ctas_options(props)
     location = string_property(props, "external_location")
     _require_external(props.get("is_external", True))
