@@ -69,7 +69,7 @@ def day_rows(day: int, rows: int) -> Any:
         {
             "user_id": pa.array(generator.integers(0, USERS, rows), pa.int64()),
             "event_at": pa.array(
-                [start + timedelta(seconds=int(s)) for s in seconds], pa.timestamp("us")
+                np.datetime64(start, "us") + seconds.astype("timedelta64[s]"), pa.timestamp("us")
             ),
             "country": pa.array(generator.choice(["IS", "NO", "SE", "DK", "FI"], rows)),
             "amount": pa.array(generator.random(rows) * 100, pa.float64()),
@@ -92,7 +92,7 @@ def main() -> None:
     from pyiceberg.types import DoubleType, LongType, NestedField, StringType, TimestampType
 
     from lakeward.iceberg.catalog import iceberg_catalog
-    from lakeward.storage.paths import lake_path
+    from lakeward.storage.paths import lake_uri, local_path
 
     settings = load_settings(data_dir=args.data_dir, env={})
     athena = boto3.client(
@@ -121,7 +121,8 @@ def main() -> None:
         location=f"s3://{bucket}/bench/{iceberg_name}",
         partition_spec=spec,
     )
-    parquet_dir = lake_path(settings, parquet_place)
+    parquet_dir = local_path(lake_uri(settings, parquet_place))
+    assert parquet_dir is not None, "the benchmark writes its Parquet files into an embedded lake"
     per_day = args.rows // DAYS
     for day in range(DAYS):
         rows = day_rows(day, per_day)

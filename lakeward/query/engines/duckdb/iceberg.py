@@ -13,16 +13,22 @@ stops it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.table import FileScanTask
 
 from lakeward.query.engines.base import ResolvedTable
 from lakeward.query.engines.duckdb.hidden import FILE_COLUMN, ROW_COLUMN
 from lakeward.query.engines.duckdb.scanned import DataFile, Source
+
+_READERS = 4
 
 
 def iceberg_source(table: ResolvedTable) -> Source:
@@ -37,15 +43,20 @@ def iceberg_source(table: ResolvedTable) -> Source:
         reader = ArrowScan(
             scan.table_metadata, scan.io, scan.projection(), scan.row_filter, scan.case_sensitive
         )
-        parts = []
-        for task in tasks:  # file by file: each row knows its file ("$path", row-level DML)
+
+        def read(task: FileScanTask) -> pa.Table:
+            # File by file, so that each row knows its file ("$path", row-level DML).
             check()
             rows = reader.to_table([task])
-            path = pa.array([task.file.file_path] * rows.num_rows, pa.string())
+            count = rows.num_rows
+            path = pc.fill_null(pa.nulls(count, pa.string()), task.file.file_path)
             rows = rows.append_column(FILE_COLUMN, path)
-            parts.append(rows.append_column(ROW_COLUMN, pa.array(range(rows.num_rows), pa.int64())))
-        if not parts:
+            return rows.append_column(ROW_COLUMN, pa.array(np.arange(count, dtype=np.int64)))
+
+        if not tasks:
             return pads.dataset(reader.to_table([]))
+        with ThreadPoolExecutor(max_workers=_READERS) as pool:  # Parquet decoding frees the GIL
+            parts = list(pool.map(read, tasks))
         return pads.dataset(pa.concat_tables(parts, promote_options="permissive"))
 
     return Source(table, files, load=load)
