@@ -7,6 +7,7 @@ stack's S3 endpoint with its key pair. What pyiceberg writes, lakeward reads.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -18,15 +19,18 @@ import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from botocore.exceptions import ClientError
 from pyiceberg.catalog.hive import HiveCatalog
 
 from lakeward.config import Settings
 from lakeward.metastore.uris import metastore_uris
 from lakeward.query.service import QueryService
+from tests.helpers import lakeward
 from tests.query.support import (
     api_failed,
     api_ok,
     api_run,
+    client_for,
     credentials,
     endpoint,
     failure,
@@ -63,7 +67,7 @@ def refusal(athena: Any, sql: str) -> str:
     the failed execution's reason."""
     try:
         return api_failed(athena, sql)
-    except athena.exceptions.InvalidRequestException as exc:
+    except ClientError as exc:  # InvalidRequestException, AccessDeniedException
         return str(exc)
 
 
@@ -607,3 +611,37 @@ def test_concurrent_writers_lose_no_commit(stack: Settings, pyiceberg: HiveCatal
     found = pyiceberg.load_table(("default", name)).scan().to_arrow()
     assert sorted(zip(found["writer"].to_pylist(), found["n"].to_pylist(), strict=True)) == expected
     assert sum(s == "SUCCEEDED" for s in states.values()) >= 1
+
+
+def test_changes_need_update_rights_and_each_refusal_is_audited(
+    stack: Settings, athena: Any
+) -> None:
+    """Row-level changes and maintenance need glue:UpdateTable: the seeded data engineer
+    (who reads the catalog) and salesperson (who does not) are refused each, the table is
+    unchanged, and the refusals are in the audit."""
+    name = f"guarded_{uuid.uuid4().hex[:8]}"
+    api_ok(athena, f"CREATE TABLE {name} (id int) TBLPROPERTIES ('table_type'='ICEBERG')")
+    api_ok(athena, f"INSERT INTO {name} VALUES (1), (2)")
+    statements = (
+        f"DELETE FROM {name} WHERE id = 1",
+        f"UPDATE {name} SET id = 3",
+        f"MERGE INTO {name} t USING (SELECT 1 AS id) s ON t.id = s.id WHEN MATCHED THEN DELETE",
+        f"INSERT INTO {name} VALUES (4)",
+        f"OPTIMIZE {name} REWRITE DATA USING BIN_PACK",
+        f"VACUUM {name}",
+    )
+    for secret, user, action in (
+        ("DataEngineerUserCreds", "de_user", "glue:UpdateTable"),
+        ("SalesUserCreds", "sales_user", "lakeward:UseCatalog"),
+    ):
+        creds = json.loads(lakeward("secrets", "get", secret, data_dir=stack.data_dir).stdout)
+        client = client_for(stack, creds["access_key_id"], creds["secret_access_key"])
+        for sql in statements:
+            reason = refusal(client, sql)
+            assert user in reason and action in reason, (sql, reason)
+        audit = lakeward(
+            "audit", "--user", user, "--decision", "implicitDeny", "--limit", "1000",
+            data_dir=stack.data_dir,
+        ).stdout  # fmt: skip
+        assert action in audit
+    assert rows(api_ok(athena, f"SELECT count(*) FROM {name}")) == [["2"]]
