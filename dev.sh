@@ -134,7 +134,7 @@ install_iceberg_jars() {
   local tmp
   tmp=$(mktemp -d)
   "$VENV/bin/python" -m pip download -q --no-deps snowpark-connect-deps-iceberg==1.0.1 -d "$tmp"
-  (cd "$tmp" && "$VENV/bin/python" -m zipfile -e snowpark_connect_deps_iceberg-*.whl wheel)
+  "$VENV/bin/python" -m zipfile -e "$tmp"/snowpark_connect_deps_iceberg-*.whl "$tmp/wheel"
   mkdir -p "$ICEBERG_JARS"
   mv "$tmp"/wheel/snowpark_connect_deps_iceberg/jars/iceberg-spark-runtime-3.5_2.12-*.jar \
     "$ICEBERG_JARS"/
