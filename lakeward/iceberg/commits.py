@@ -1,4 +1,5 @@
-"""Committing a change to an Iceberg table: rows in the table's types, and retries.
+"""Committing a change to an Iceberg table: rows in the table's types, files replaced in
+one snapshot, retries, and a table's purge.
 
 A commit swaps the table's metadata location under a metastore lock, and fails when
 another writer committed since the table was read. The change is then made again on the
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, ValidationException
+from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.table import Table
 
 from lakeward.errors import QueryFailed
@@ -53,6 +55,33 @@ def commit_with_retries(
                 ) from None
             time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def replace_files(table: Table, paths: set[str], rows: pa.Table, verb: str) -> None:
+    """One overwrite snapshot: the data files at ``paths`` out, ``rows`` in new files (as
+    the table's partitioning lays them out). Fails with ICEBERG_COMMIT_ERROR when one of
+    the files left the table since it was read."""
+    live = {task.file.file_path: task.file for task in table.scan().plan_files()}
+    missing = sorted(paths - set(live))
+    if missing:  # another writer removed or rewrote it
+        raise QueryFailed(
+            f"ICEBERG_COMMIT_ERROR: data file {missing[0]} changed while the {verb} ran; "
+            "run it again"
+        )
+    with (
+        table.transaction() as transaction,
+        transaction.update_snapshot().overwrite() as overwrite,
+    ):
+        for path in sorted(paths):
+            overwrite.delete_data_file(live[path])
+        if rows.num_rows:
+            for data_file in _dataframe_to_data_files(
+                table_metadata=transaction.table_metadata,
+                df=rows,
+                io=table.io,
+                write_uuid=overwrite.commit_uuid,
+            ):
+                overwrite.append_data_file(data_file)
 
 
 def purge(catalog: Catalog, identifier: tuple[str, str]) -> None:

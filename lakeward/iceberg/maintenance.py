@@ -20,8 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
-from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.table import FileScanTask, Table
+
+from lakeward.iceberg.commits import replace_files
 
 DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024  # Iceberg's write.target-file-size-bytes
 
@@ -64,24 +66,7 @@ def optimize(table: Table, tasks: list[FileScanTask]) -> None:
         scan.table_metadata, scan.io, scan.projection(), scan.row_filter, scan.case_sensitive
     )
     rows = reader.to_table(tasks)
-    live = {t.file.file_path for t in table.scan().plan_files()}
-    gone = [t.file.file_path for t in tasks if t.file.file_path not in live]
-    if gone:
-        raise ValueError(f"data file {gone[0]} changed while OPTIMIZE ran; run it again")
-    with (
-        table.transaction() as transaction,
-        transaction.update_snapshot().overwrite() as overwrite,
-    ):
-        for task in tasks:
-            overwrite.delete_data_file(task.file)
-        if rows.num_rows:
-            for data_file in _dataframe_to_data_files(
-                table_metadata=transaction.table_metadata,
-                df=rows,
-                io=table.io,
-                write_uuid=overwrite.commit_uuid,
-            ):
-                overwrite.append_data_file(data_file)
+    replace_files(table, {t.file.file_path for t in tasks}, rows, "OPTIMIZE")
 
 
 @dataclass

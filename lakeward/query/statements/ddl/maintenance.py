@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.table import Table
 
-from lakeward.errors import QueryFailed
 from lakeward.iceberg import maintenance
 from lakeward.iceberg.commits import commit_with_retries
 from lakeward.query.engines.base import EngineResult
@@ -43,10 +42,7 @@ class Optimize(TableCommand):
         identifier = (self.ref.database, self.ref.table)
 
         def change(current: Table) -> None:
-            try:
-                maintenance.optimize(current, maintenance.files_to_rewrite(current, among))
-            except ValueError as exc:
-                raise QueryFailed(f"ICEBERG_COMMIT_ERROR: {exc}") from None
+            maintenance.optimize(current, maintenance.files_to_rewrite(current, among))
 
         commit_with_retries(iceberg, identifier, change)
         return no_rows()

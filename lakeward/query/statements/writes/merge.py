@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest, QueryCancelled, QueryFailed
-from lakeward.iceberg.commits import arrow_rows, commit_with_retries
+from lakeward.iceberg.commits import arrow_rows, commit_with_retries, replace_files
 from lakeward.iceberg.schemas import table_columns
 from lakeward.metastore.tables import Column
 from lakeward.query.engines.base import EngineResult
@@ -34,7 +34,7 @@ from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context
 from lakeward.query.statements.ddl.parsing import Reader
 from lakeward.query.statements.writes.commands import coercible
-from lakeward.query.statements.writes.rows import count_result, open_for_change, rewrite
+from lakeward.query.statements.writes.rows import count_result, open_for_change
 from lakeward.query.types import athena_type_of_hive
 from lakeward.query.types import quote_identifier as quote
 
@@ -140,7 +140,9 @@ class Merge(Command):
             raise QueryCancelled("the query was cancelled")
         replacement = pa.concat_tables([kept, new])
         commit_with_retries(
-            iceberg, (ref.database, ref.table), lambda t: rewrite(t, touched, replacement)
+            iceberg,
+            (ref.database, ref.table),
+            lambda t: replace_files(t, touched, replacement, "MERGE"),
         )
         return count_result(changed + new.num_rows, result.bytes_scanned)
 

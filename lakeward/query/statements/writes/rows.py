@@ -21,14 +21,13 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
-from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.table import Table
 from sqlglot import exp
 
 from lakeward.access.arns import s3_arn
-from lakeward.errors import InvalidRequest, QueryCancelled, QueryFailed
+from lakeward.errors import InvalidRequest, QueryCancelled
 from lakeward.iceberg.catalog import is_iceberg
-from lakeward.iceberg.commits import arrow_rows, commit_with_retries
+from lakeward.iceberg.commits import arrow_rows, commit_with_retries, replace_files
 from lakeward.iceberg.schemas import table_columns
 from lakeward.metastore.tables import Column
 from lakeward.query.engines.base import EngineResult
@@ -100,7 +99,9 @@ class _RowLevel(Command):
         if context.cancelled():
             raise QueryCancelled("the query was cancelled")
         commit_with_retries(
-            iceberg, (ref.database, ref.table), lambda t: rewrite(t, touched, replacement)
+            iceberg,
+            (ref.database, ref.table),
+            lambda t: replace_files(t, touched, replacement, self.verb),
         )
         return count_result(hits, result.bytes_scanned)
 
@@ -172,32 +173,6 @@ def open_for_change(context: Context, ref: TableRef, verb: str) -> tuple[Catalog
         context.authorize("s3:DeleteObject", objects)
     iceberg = catalog.iceberg(context.settings)
     return iceberg, iceberg.load_table((ref.database, ref.table))
-
-
-def rewrite(table: Table, touched: set[str], kept: pa.Table) -> None:
-    """One overwrite snapshot: the touched data files out, ``kept`` (their remaining rows,
-    and any new ones) in."""
-    live = {task.file.file_path: task.file for task in table.scan().plan_files()}
-    missing = sorted(touched - set(live))
-    if missing:  # another writer removed or rewrote them since the rows were read
-        raise QueryFailed(
-            f"ICEBERG_COMMIT_ERROR: data file {missing[0]} changed while the DELETE ran; "
-            "run it again"
-        )
-    with (
-        table.transaction() as transaction,
-        transaction.update_snapshot().overwrite() as overwrite,
-    ):
-        for path in sorted(touched):
-            overwrite.delete_data_file(live[path])
-        if kept.num_rows:
-            for data_file in _dataframe_to_data_files(
-                table_metadata=transaction.table_metadata,
-                df=kept,
-                io=table.io,
-                write_uuid=overwrite.commit_uuid,
-            ):
-                overwrite.append_data_file(data_file)
 
 
 def count_result(count: int, scanned: int) -> EngineResult:
