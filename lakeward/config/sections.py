@@ -262,8 +262,15 @@ class ErasureTable(_Section):
         description="file:// URI of the table (Delta, Hudi); its identifier (namespace.table) "
         "for Iceberg",
     )
+    catalog: Literal["sql", "metastore"] = Field(
+        default="sql",
+        description="Iceberg: metastore, a table of the stack's Hive Metastore (where the SQL "
+        "service and Spark see it; location is database.table); sql, a SQL catalog",
+    )
     catalog_url: str | None = Field(
-        default=None, description="Iceberg SQL catalog; None: SQLite at <data dir>/erasure/"
+        default=None,
+        description="Iceberg: the SQL catalog's database URL (None: SQLite at <data dir>/"
+        "erasure/), or the metastore's thrift:// URIs (None: the stack's own nodes)",
     )
     id_column: str = Field(default="user_id", min_length=1)
 

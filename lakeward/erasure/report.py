@@ -45,6 +45,7 @@ from lakeward.erasure.mappers import (
 from lakeward.erasure.requests import Request
 from lakeward.erasure.service import ErasureIndexService
 from lakeward.errors import LakewardError, ObjectNotFound
+from lakeward.metastore.uris import metastore_uris
 from lakeward.storage import Storage
 from lakeward.storage.paths import public_uri
 
@@ -96,6 +97,9 @@ class TableGuard:
 
 
 def table_target(settings: Settings, table: ErasureTable) -> Target:
+    if table.format == ICEBERG and table.catalog == "metastore":
+        catalog = table.catalog_url or ",".join(metastore_uris(settings))
+        return Target(ICEBERG, table.location, connection=catalog, id_columns=(table.id_column,))
     if table.format == ICEBERG:
         catalog = table.catalog_url or f"sqlite:///{settings.data_dir / 'erasure' / 'iceberg.db'}"
         return Target(ICEBERG, table.location, connection=catalog, id_columns=(table.id_column,))

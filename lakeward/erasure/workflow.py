@@ -69,7 +69,7 @@ class ErasureWorkflow(WorkflowSteps):
         self.index = index or ErasureIndexService(settings)
         self.store = RequestStore(index_location(settings))
         self.access: Authorizer = access or AllowAll()
-        self.executors = Executors(self.index.storage)
+        self.executors = Executors(self.index.storage, self.index.settings)
         self.signer = approval.LinkSigner.for_settings(settings)
         self.bucket = settings.lake.data_bucket
         self.worker = worker_name()

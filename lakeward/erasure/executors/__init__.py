@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
+from lakeward.config import Settings
 from lakeward.erasure.executors.base import (
     CSV,
     DELTA,
@@ -52,7 +53,7 @@ __all__ = [
 DEFAULT_WORKERS = 4
 
 
-def load_executor(layer: str, storage: Storage) -> Executor:
+def load_executor(layer: str, storage: Storage, settings: Settings | None = None) -> Executor:
     """The executor of one layer; imported on demand (deltalake and pyiceberg are heavy)."""
     if layer == JSON_LINES:
         from lakeward.erasure.executors.jsonl import JsonLinesExecutor
@@ -77,27 +78,25 @@ def load_executor(layer: str, storage: Storage) -> Executor:
     if layer in (DELTA, ICEBERG, HUDI):
         from lakeward.erasure.executors import tables
 
-        kinds: dict[str, type[Executor]] = {
-            DELTA: tables.DeltaExecutor,
-            ICEBERG: tables.IcebergExecutor,
-            HUDI: tables.HudiExecutor,
-        }
-        return kinds[layer](storage)
+        if layer == ICEBERG:
+            return tables.IcebergExecutor(storage, settings)
+        return tables.DeltaExecutor(storage) if layer == DELTA else tables.HudiExecutor(storage)
     raise InputError(f"no purge executor for the storage layer {layer!r}")
 
 
 class Executors:
     """One executor per layer, made on first use, and a bounded pool to run them."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, settings: Settings | None = None) -> None:
         self.storage = storage
+        self.settings = settings
         self._by_layer: dict[str, Executor] = {}
         self._lock = threading.Lock()
 
     def of(self, layer: str) -> Executor:
         with self._lock:
             if layer not in self._by_layer:
-                self._by_layer[layer] = load_executor(layer, self.storage)
+                self._by_layer[layer] = load_executor(layer, self.storage, self.settings)
             return self._by_layer[layer]
 
     def purge(self, target: Target, user_ids: Sequence[str]) -> Outcome:

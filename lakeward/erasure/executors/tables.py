@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lakeward.config import Settings
 from lakeward.erasure.executors.base import (
     DELTA,
     HUDI,
@@ -23,7 +24,8 @@ from lakeward.erasure.executors.base import (
     Target,
     sql_string,
 )
-from lakeward.errors import InputError, NeedsOwnDelete, StorageError
+from lakeward.errors import InputError, NeedsOwnDelete
+from lakeward.storage import Storage
 from lakeward.storage import paths as storage_paths
 
 
@@ -100,86 +102,83 @@ def _strings(values: Sequence[str]) -> Any:
 
 
 class IcebergExecutor(Executor):
-    """Iceberg tables of a SQL catalog: ``Target.connection`` is the catalog's database URL."""
+    """Iceberg tables: ``Target.uri`` is the table's ``namespace.table`` and
+    ``Target.connection`` its catalog, the thrift:// URIs of the stack's metastore (where
+    the SQL service and Spark see the table) or a SQL catalog's database URL. The rows go
+    by a copy-on-write delete, then exactly the files that held them (see
+    ``lakeward.iceberg.erasure``)."""
 
     layer = ICEBERG
 
-    def _table(self, target: Target) -> Any:
+    def __init__(self, storage: Storage, settings: Settings | None = None) -> None:
+        super().__init__(storage)
+        self.settings = settings
+
+    def _catalog(self, target: Target) -> Any:
+        if not target.connection:
+            raise InputError(f"{target.uri}: the Iceberg table has no catalog")
+        if target.connection.startswith("thrift://"):
+            from lakeward.iceberg.catalog import iceberg_catalog
+
+            if self.settings is None:
+                raise InputError(f"{target.uri}: a metastore catalog needs the stack's settings")
+            return iceberg_catalog(self.settings, target.connection.split(","))
         from pyiceberg.catalog.sql import SqlCatalog
 
-        if not target.connection:
-            raise InputError(f"{target.uri}: the Iceberg table has no catalog URL")
-        catalog = SqlCatalog("lakeward", uri=target.connection)
-        return catalog.load_table(target.uri)
+        return SqlCatalog("lakeward", uri=target.connection)
 
-    def _filter(self, target: Target, user_ids: Sequence[str]) -> Any:
-        from pyiceberg.expressions import In
+    def _identifier(self, target: Target) -> tuple[str, str]:
+        namespace, _, name = target.uri.rpartition(".")
+        if not namespace or not name:
+            raise InputError(f"{target.uri}: an Iceberg table is named namespace.table")
+        return namespace, name
 
-        values: Any = set(user_ids)  # pyiceberg's stubs want Literal objects; strings work
-        return In(term=target.id_columns[0], values=values)  # type: ignore[arg-type]
+    def _load(self, target: Target) -> tuple[Any, tuple[str, str]]:
+        from pyiceberg.exceptions import NoSuchTableError
+
+        catalog, identifier = self._catalog(target), self._identifier(target)
+        try:
+            catalog.load_table(identifier)
+        except NoSuchTableError:
+            raise InputError(f"{target.uri}: no such Iceberg table in its catalog") from None
+        return catalog, identifier
 
     def count(self, target: Target, user_ids: Sequence[str]) -> int:
-        table = self._table(target)
-        scan = table.scan(
-            row_filter=self._filter(target, user_ids), selected_fields=(target.id_columns[0],)
-        )
-        return int(scan.to_arrow().num_rows)
+        from lakeward.iceberg import erasure
+
+        catalog, identifier = self._load(target)
+        return erasure.count_rows(catalog.load_table(identifier), target.id_columns[0], user_ids)
 
     def purge(self, target: Target, user_ids: Sequence[str]) -> Outcome:
-        table = self._table(target)
-        removed = self.count(target, user_ids)
-        if removed:
-            table.delete(delete_filter=self._filter(target, user_ids))
-            table = self._table(target)
-        current = table.current_snapshot()
-        kept = {current.snapshot_id} if current else set()
-        retained: list[dict[str, str]] = []
-        for name, ref in table.refs().items():
-            if ref.snapshot_id not in kept:
-                # Tags and branches pin their snapshots; expiring them is the owner's call.
-                retained.append(
-                    {
-                        "copy": f"{target.uri}@{name}",
-                        "kind": "snapshot reference",
-                        "state": "retained",
-                    }
-                )
-                kept.add(ref.snapshot_id)
-        old = [s.snapshot_id for s in table.snapshots() if s.snapshot_id not in kept]
-        if old:
-            table.maintenance.expire_snapshots().by_ids(old).commit()
-            table = self._table(target)
-        retained.extend(_gone(self._remove_orphans(table)))
+        from lakeward.iceberg import erasure
+
+        catalog, identifier = self._load(target)
+        done = erasure.erase(catalog, identifier, target.id_columns[0], user_ids)
+        removed = set(done.removed)
+        retained = [
+            {"copy": path, "kind": "superseded file",
+             "state": "removed" if path in removed else "retained"}
+            for path in done.superseded
+        ]  # fmt: skip
+        retained += [
+            {"copy": f"{target.uri}@{name}", "kind": "snapshot reference (a branch or tag "
+             "keeps its files; expiring it is the owner's call)", "state": "retained"}
+            for name in done.pinned
+        ]  # fmt: skip
+        if done.superseded:
+            retained.append({"copy": f"{target.uri} (current manifests)", "state": "retained",
+                             "kind": "manifest entries of the superseded files (their column "
+                             "statistics), until the current snapshot is expired"})  # fmt: skip
+        metadata = len(removed) - len(removed & set(done.superseded))
         return Outcome(
             target.uri,
             self.layer,
-            "rows-deleted" if removed else "unchanged",
-            removed=removed,
+            "rows-deleted" if done.removed_rows else "unchanged",
+            removed=done.removed_rows,
             retained=retained,
-            note=f"{len(old)} snapshots expired",
+            note=f"{len(done.expired)} snapshots expired; {len(done.superseded)} superseded "
+            f"files and {metadata} manifests or manifest lists removed",
         )
-
-    def _remove_orphans(self, table: Any) -> list[str]:
-        """Delete data and manifest files no remaining snapshot references; return them."""
-        root = local_path(table.location())
-        referenced = {
-            str(local_path(p)) for p in table.inspect.all_files().column("file_path").to_pylist()
-        }
-        referenced |= {
-            str(local_path(p)) for p in table.inspect.all_manifests().column("path").to_pylist()
-        }
-        referenced |= {str(local_path(s.manifest_list)) for s in table.snapshots()}
-        removed = []
-        for path in sorted(root.rglob("*")):
-            if not path.is_file() or path.suffix not in (".parquet", ".avro"):
-                continue
-            if str(path) not in referenced:
-                try:
-                    path.unlink()
-                except OSError as exc:
-                    raise StorageError(f"could not remove {path}: {exc.strerror}") from None
-                removed.append(path.as_uri())
-        return removed
 
 
 class HudiExecutor(Executor):
