@@ -99,6 +99,13 @@ class MetastoreSettings(_Section):
     )
     heap: str = Field(default="768m", pattern=r"^\d+[kmg]$")
     start_timeout: float = Field(default=120.0, gt=0)
+    lock_timeout: int = Field(
+        default=60,
+        ge=5,
+        le=3600,
+        description="Seconds after which a table lock whose writer died is released (Iceberg "
+        "commits hold one without heartbeats, for well under a second)",
+    )
     java_home: str | None = None
 
     @field_validator("nodes")

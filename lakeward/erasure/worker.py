@@ -20,7 +20,6 @@ from lakeward.access import Authorizer
 from lakeward.config import Settings
 from lakeward.erasure import approval, report
 from lakeward.erasure.executors import OBJECT_LAYERS, RELATIONAL, Executors, Target
-from lakeward.erasure.executors.base import failpoint
 from lakeward.erasure.index import IndexedObject
 from lakeward.erasure.indexers import read_object
 from lakeward.erasure.mappers import DatasetMapper
@@ -51,6 +50,7 @@ from lakeward.errors import (
     NeedsOwnDelete,
     ObjectNotFound,
 )
+from lakeward.failpoints import failpoint
 
 log = logging.getLogger(__name__)
 

@@ -4,21 +4,39 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 from pyiceberg.catalog.hive import HiveCatalog
 from pyiceberg.io import PY_IO_IMPL
 
 from lakeward.config import Settings
+from lakeward.failpoints import failpoint
 from lakeward.iceberg.io import LAKE_ROOT
 from lakeward.storage.arrow import S3Options
 
 TABLE_TYPE = "table_type"
 ICEBERG = "ICEBERG"
 METADATA_LOCATION = "metadata_location"
+LOCK_POLL_SECONDS = 2
 
 # One catalog per thread: pyiceberg's HiveCatalog holds one Thrift client, which opens and
 # closes its connection around each call and cannot be shared by threads at once.
 _local = threading.local()
+
+
+class LakeCatalog(HiveCatalog):
+    """pyiceberg's HiveCatalog, with the crash points of lakeward's kill -9 tests: after a
+    change's data files and manifests are written, and after its new metadata file is
+    written while the metastore lock is held."""
+
+    def commit_table(self, table: Any, requirements: Any, updates: Any) -> Any:
+        failpoint("iceberg-files-written")
+        return super().commit_table(table, requirements, updates)
+
+    @staticmethod
+    def _write_metadata(metadata: Any, io: Any, metadata_path: str) -> None:
+        HiveCatalog._write_metadata(metadata, io, metadata_path)
+        failpoint("iceberg-metadata-written")
 
 
 def is_iceberg(parameters: Mapping[str, str]) -> bool:
@@ -32,10 +50,22 @@ def iceberg_catalog(settings: Settings, uris: list[str]) -> HiveCatalog:
     catalogs: dict[tuple[str, ...], HiveCatalog] = _local.__dict__.setdefault("catalogs", {})
     found = catalogs.get(key)
     if found is None:
-        found = catalogs[key] = HiveCatalog(
-            "lakeward", **{"uri": ",".join(uris), **file_io_properties(settings)}
+        found = catalogs[key] = LakeCatalog(
+            "lakeward",
+            **{"uri": ",".join(uris), **lock_properties(settings), **file_io_properties(settings)},
         )
     return found
+
+
+def lock_properties(settings: Settings) -> dict[str, str]:
+    """A commit waits on a table's lock until a dead writer's is released: polls every
+    couple of seconds (each poll keeps the waiting lock alive) past the metastore's timeout."""
+    timeout = settings.metastore.lock_timeout
+    return {
+        "lock-check-min-wait-time": "0.05",
+        "lock-check-max-wait-time": str(LOCK_POLL_SECONDS),
+        "lock-check-retries": str(timeout // LOCK_POLL_SECONDS + 10),
+    }
 
 
 def file_io_properties(settings: Settings) -> dict[str, str]:

@@ -215,6 +215,8 @@ class MetastoreNode:
             # Every change is logged in the change's own transaction, so that
             # caching clients see it with the change (see launcher/ChangeLog.java).
             "hive.metastore.transactional.event.listeners": CHANGE_LISTENER,
+            # A commit's lock whose writer died is released after this (launcher/DeadLocks).
+            "hive.txn.timeout": f"{settings.metastore.lock_timeout}s",
         }
         if not properties.get("javax.jdo.option.ConnectionPassword"):
             properties["lakeward.metastore.password.empty"] = "true"  # see BoundMetastore

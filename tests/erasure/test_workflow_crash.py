@@ -16,7 +16,6 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from lakeward.erasure import report
-from lakeward.erasure.executors.base import FAILPOINTS_ENV
 from lakeward.erasure.requests import (
     APPROVED,
     AWAITING_APPROVAL,
@@ -26,6 +25,7 @@ from lakeward.erasure.requests import (
     VERIFYING,
 )
 from lakeward.erasure.workflow import ErasureWorkflow
+from lakeward.failpoints import FAILPOINTS_ENV
 from lakeward.http.erasure_requests import erasure_requests_router
 from lakeward.storage import load_storage
 from tests.erasure.workflow_helpers import (

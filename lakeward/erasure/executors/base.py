@@ -11,8 +11,6 @@ that object from the index rather than overwrite newer data.
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from lakeward.errors import (
     ObjectNotFound,
     PreconditionFailed,
 )
+from lakeward.failpoints import failpoint
 from lakeward.storage import ObjectInfo, Storage
 
 # Layers: what kind of place a target is, which picks its executor.
@@ -37,16 +36,6 @@ HUDI = "hudi"
 
 OBJECT_LAYERS = (JSON_LINES, CSV, PARQUET, FILE_NAME)
 TABLE_LAYERS = (RELATIONAL, DELTA, ICEBERG, HUDI)
-
-
-FAILPOINTS_ENV = "LAKEWARD_FAILPOINTS"
-"""Comma-separated points where a worker kills itself with SIGKILL, as ``kill -9`` would:
-how the crash tests stop it at exact moments (``after:<STATE>``, ``before-write``, ...)."""
-
-
-def failpoint(name: str) -> None:
-    if name in os.environ.get(FAILPOINTS_ENV, "").split(","):
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass(frozen=True)

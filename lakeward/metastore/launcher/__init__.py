@@ -21,9 +21,10 @@ LAUNCHER_CLASS = "BoundMetastore"
 CHANGE_LISTENER = "ChangeLog"
 LAKE_FILE_SYSTEM = "LakeFileSystem"
 LOCK_TABLES = "LockTables"  # the tables Iceberg's commits lock in, made if missing
+DEAD_LOCKS = "DeadLocks"  # releases the locks of writers that died in a commit
 SOURCES = [
     Path(__file__).with_name(f"{name}.java")
-    for name in (LAUNCHER_CLASS, CHANGE_LISTENER, LAKE_FILE_SYSTEM, LOCK_TABLES)
+    for name in (LAUNCHER_CLASS, CHANGE_LISTENER, LAKE_FILE_SYSTEM, LOCK_TABLES, DEAD_LOCKS)
 ]
 JDK_HINT = (
     "install a JDK with: sudo apt-get install -y openjdk-17-jdk-headless (./dev.sh install does)"
