@@ -17,6 +17,7 @@ from lakeward.access import Authorizer
 from lakeward.access.arns import catalog_arn, workgroup_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, ResourceNotFound
+from lakeward.iceberg.catalog import is_iceberg
 from lakeward.metastore.tables import TableInfo
 from lakeward.query.catalogs import (
     ACCOUNT_ID,
@@ -96,6 +97,19 @@ class MetadataOperations:
         catalog = self.catalogs.canonical(catalog)
         self.access.authorize("lakeward:UseCatalog", catalog_arn(catalog))
         return described(self.catalogs.catalog(catalog).table(database, table))
+
+    def iceberg_snapshots(self, catalog: str, database: str, table: str) -> list[dict[str, Any]]:
+        """An Iceberg table's snapshots, newest first, as its ``"t$snapshots"`` lists them
+        (no rows for another kind of table)."""
+        info = self.get_table_metadata(catalog, database, table)
+        if not is_iceberg(info.parameters):
+            return []
+        backend = self.catalogs.catalog(self.catalogs.canonical(catalog))
+        loaded = backend.iceberg(self.settings).load_table((database, table))
+        rows: list[dict[str, Any]] = loaded.inspect.snapshots().to_pylist()
+        for row in rows:
+            row["summary"] = dict(row["summary"] or [])  # Arrow's map: a list of pairs
+        return sorted(rows, key=lambda r: r["committed_at"], reverse=True)
 
     # -- workgroups and named queries ---------------------------------------
 

@@ -12,6 +12,8 @@ from fastapi.responses import HTMLResponse
 from lakeward.access.arns import catalog_arn
 from lakeward.access.sessions import Session
 from lakeward.http.console.base import PREFIX, Console, NavItem, signed_in
+from lakeward.iceberg.catalog import is_iceberg
+from lakeward.metastore.tables import TableInfo
 from lakeward.query.service import QueryService
 
 NAV = NavItem(
@@ -21,6 +23,13 @@ NAV = NavItem(
     "athena:ListDataCatalogs",
     catalog_arn("*"),
 )
+
+
+def kind_of(table: TableInfo) -> str:
+    """What the schema browsers tag a table with: a view, an Iceberg table, or a table."""
+    if table.table_type == "VIRTUAL_VIEW":
+        return "view"
+    return "Iceberg" if is_iceberg(table.parameters) else "table"
 
 
 def catalogs_router(console: Console, service: QueryService) -> APIRouter:
@@ -59,7 +68,7 @@ def catalogs_router(console: Console, service: QueryService) -> APIRouter:
             page=NAV.key,
             catalog=catalog,
             database=database,
-            tables=service.list_table_metadata(catalog, database),
+            tables=[(t, kind_of(t)) for t in service.list_table_metadata(catalog, database)],
         )
 
     @router.get("/{catalog}/{database}/{table}")
@@ -67,6 +76,7 @@ def catalogs_router(console: Console, service: QueryService) -> APIRouter:
         request: Request, catalog: str, database: str, table: str, session: Signed
     ) -> HTMLResponse:
         info = service.get_table_metadata(catalog, database, table)
+        name = f'"{database}"."{table}"'
         return console.render(
             request,
             "table.html",
@@ -76,7 +86,16 @@ def catalogs_router(console: Console, service: QueryService) -> APIRouter:
             catalog=catalog,
             database=database,
             table=info,
-            sample=f'SELECT * FROM "{database}"."{table}" LIMIT 100',
+            kind=kind_of(info),
+            sample=f"SELECT * FROM {name} LIMIT 100",
+            snapshots=[
+                snapshot
+                | {
+                    "sample": f"SELECT * FROM {name} FOR VERSION AS OF "
+                    f"{snapshot['snapshot_id']} LIMIT 100"
+                }
+                for snapshot in service.iceberg_snapshots(catalog, database, table)
+            ],  # fmt: skip
         )
 
     return router
@@ -110,6 +129,7 @@ def schema_router(console: Console, service: QueryService) -> APIRouter:
             "tables": [
                 {
                     "name": t.name,
+                    "kind": kind_of(t),
                     "columns": [
                         {"name": c.name, "type": c.type} for c in [*t.columns, *t.partition_keys]
                     ],

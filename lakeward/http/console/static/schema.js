@@ -29,6 +29,12 @@
     link.title = "Insert " + table.name + " into the query";
     link.addEventListener("click", function (event) { event.preventDefault(); insert(table.name); });
     summary.append(link);
+    if (table.kind && table.kind !== "table") {  // views and Iceberg tables are marked
+      const kind = document.createElement("span");
+      kind.className = "tag kind-" + table.kind.toLowerCase();
+      kind.textContent = table.kind;
+      summary.append(" ", kind);
+    }
     const columns = document.createElement("ul");
     table.columns.forEach(function (c) {
       const column = document.createElement("li");
