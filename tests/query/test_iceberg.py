@@ -435,6 +435,36 @@ def test_schema_evolution_reads_by_field_id(athena: Any, pyiceberg: HiveCatalog)
     )
 
 
+def plan_of(athena: Any, sql: str) -> str:
+    return "\n".join(r[0] or "" for r in api_ok(athena, f"EXPLAIN {sql}")["rows"])
+
+
+def test_files_read_by_name_go_to_duckdbs_reader_and_the_rest_through_field_ids(
+    stack: Settings, athena: Any
+) -> None:
+    name = f"direct_{uuid.uuid4().hex[:8]}"
+    api_ok(athena, f"CREATE TABLE {name} (id int, v string) TBLPROPERTIES ('table_type'='ICEBERG')")
+    api_ok(athena, f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
+    api_ok(athena, f"INSERT INTO {name} VALUES (3, 'c')")
+    query = f"SELECT id, v FROM {name} ORDER BY id"
+    assert "READ_PARQUET" in plan_of(athena, query)  # no rename, no delete file
+    assert rows(api_ok(athena, query)) == [["1", "a"], ["2", "b"], ["3", "c"]]
+    # A row-level statement reads each row's file and place from DuckDB's reader too.
+    paths = f'SELECT DISTINCT "$path" FROM {name} WHERE id = 2'
+    assert "READ_PARQUET" in plan_of(athena, paths)
+    [[path]] = rows(api_ok(athena, paths))
+    assert path.startswith(f"s3://{stack.lake.data_bucket}/") and path.endswith(".parquet")
+    api_ok(athena, f"DELETE FROM {name} WHERE id = 2")
+    assert rows(api_ok(athena, query)) == [["1", "a"], ["3", "c"]]
+    # A name that meant another field once: by field id, through pyiceberg, still right.
+    api_ok(athena, f"ALTER TABLE {name} CHANGE COLUMN v old_v string")
+    api_ok(athena, f"ALTER TABLE {name} ADD COLUMNS (v string)")
+    api_ok(athena, f"INSERT INTO {name} VALUES (4, 'd', 'new')")
+    evolved = f"SELECT id, old_v, v FROM {name} ORDER BY id"
+    assert "READ_PARQUET" not in plan_of(athena, evolved)
+    assert rows(api_ok(athena, evolved)) == [["1", "a", None], ["3", "c", None], ["4", "d", "new"]]
+
+
 def test_properties_and_show_create_table(athena: Any, pyiceberg: HiveCatalog) -> None:
     name = f"shown_{uuid.uuid4().hex[:8]}"
     api_ok(

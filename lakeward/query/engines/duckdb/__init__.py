@@ -407,7 +407,8 @@ class DuckDbEngine(Engine):
                 columns = [*source.table.columns, *source.table.partition_keys]
                 select = ", ".join(_view_column(c, found) for c in columns)
             if hidden and iceberg:
-                select += iceberg_hidden_columns(bool(scan))
+                direct = self.settings if source.dataset is None else None
+                select += iceberg_hidden_columns(bool(scan), direct)
             elif hidden:
                 select += hidden_view_columns(self.settings, bool(scan))
             body = f"SELECT {select} FROM {scan}" if scan else f"SELECT {select} WHERE false"
@@ -456,8 +457,10 @@ class DuckDbEngine(Engine):
         # and exactly the files bytes_scanned counts.
         files = ", ".join(sql_literal(f.path) for f in source.files)
         options = f"hive_partitioning = {str(bool(keys)).lower()}, union_by_name = true"
-        if hidden:  # each row's file, for "$path" and "$bucket"
+        if hidden:  # each row's file, for "$path" and "$bucket"; an Iceberg row's place
             options += f", filename = {sql_literal(FILE_COLUMN)}"
+            if source.table.iceberg is not None:
+                options += ", file_row_number = true"
         if keys:  # typed as declared, so that filters on them prune without casts
             types = ", ".join(
                 f"{sql_literal(k.name)}: {sql_literal(duck_type(k.type))}" for k in keys

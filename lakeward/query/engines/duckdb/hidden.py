@@ -90,12 +90,15 @@ def hidden_view_columns(settings: Settings | None, has_files: bool) -> str:
     )
 
 
-def iceberg_hidden_columns(has_files: bool) -> str:
+def iceberg_hidden_columns(has_files: bool, direct: Settings | None = None) -> str:
     """An Iceberg table's ``"$path"`` and ``"$bucket"``: its rows carry their data file's
     name as the table's metadata gives it (``s3://...`` on the lake); and each row's place
-    in its file (``ROW_COLUMN``)."""
+    in its file (``ROW_COLUMN``). ``direct``: DuckDB reads the files of the stack with these
+    settings itself, which names each row's local file and place."""
     if not has_files:
         return hidden_view_columns(None, False) + f", CAST(NULL AS BIGINT) AS {ROW_COLUMN}"
+    if direct is not None:
+        return hidden_view_columns(direct, True) + f", file_row_number AS {ROW_COLUMN}"
     file = quote(FILE_COLUMN)
     return (
         f", {file} AS \"$path\", CASE WHEN starts_with({file}, 's3://') "

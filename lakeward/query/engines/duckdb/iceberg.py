@@ -8,6 +8,12 @@ table's ``"$path"``, and what a row-level DELETE rewrites) and its place among t
 file's rows (``__lakeward_row``: what tells MERGE that one row matched twice). The rows
 reach DuckDB as an Arrow dataset, read once the execution has started, so a cancel
 stops it.
+
+Files DuckDB can read itself go straight to its Parquet reader instead, with its
+projection and filter pushdown (each row's file and place from the reader too): when no
+delete file applies, the files are in the embedded lake, and every column name any of the table's
+schemas gave a field id is the name the current schema gives it (no rename, no name
+reused by another field): then reading by name is reading by field id.
 """
 
 from __future__ import annotations
@@ -22,8 +28,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import FileFormat
 from pyiceberg.table import FileScanTask
+from pyiceberg.table.metadata import TableMetadata
 
+from lakeward.iceberg.io import LAKE_ROOT, LakeFileIO
 from lakeward.query.engines.base import ResolvedTable
 from lakeward.query.engines.duckdb.hidden import FILE_COLUMN, ROW_COLUMN
 from lakeward.query.engines.duckdb.scanned import DataFile, Source
@@ -32,11 +41,15 @@ _READERS = 4
 
 
 def iceberg_source(table: ResolvedTable) -> Source:
+    """How an execution reads the table: DuckDB's own reader where it can, else pyiceberg."""
     if table.rows is not None:  # a metadata table: its rows are at hand
         return Source(table, [DataFile(table.location, 0, ())], dataset=pads.dataset(table.rows))
     row_filter = AlwaysTrue() if table.row_filter is None else table.row_filter
     scan = table.iceberg.scan(snapshot_id=table.snapshot_id, row_filter=row_filter)
     tasks = list(scan.plan_files())
+    direct = _local_files(table, tasks)
+    if direct is not None:
+        return Source(table, direct[0], local_dirs=[direct[1]])
     files = [DataFile(t.file.file_path, t.file.file_size_in_bytes, ()) for t in tasks]
 
     def load(check: Callable[[], None], _read: list[DataFile]) -> Any:
@@ -60,3 +73,41 @@ def iceberg_source(table: ResolvedTable) -> Source:
         return pads.dataset(pa.concat_tables(parts, promote_options="permissive"))
 
     return Source(table, files, load=load)
+
+
+def _local_files(
+    table: ResolvedTable, tasks: list[FileScanTask]
+) -> tuple[list[DataFile], str] | None:
+    """The tasks' files as local paths DuckDB may read by name, and their directory; None
+    when pyiceberg must read them (see the module's description)."""
+    io = table.iceberg.io
+    if not isinstance(io, LakeFileIO) or not _names_are_field_ids(table.iceberg.metadata):
+        return None
+    if any(t.delete_files or t.file.file_format != FileFormat.PARQUET for t in tasks):
+        return None
+    _, _, root = io.parse_location(table.iceberg.location(), io.properties)
+    if not io.properties.get(LAKE_ROOT):
+        return None
+    files = []
+    for task in tasks:
+        _, _, path = io.parse_location(task.file.file_path, io.properties)
+        if not path.startswith(root.rstrip("/") + "/"):
+            return None  # a file outside the table's place (the directory DuckDB may read)
+        files.append(DataFile(path, task.file.file_size_in_bytes, ()))
+    return files, root
+
+
+def _names_are_field_ids(metadata: TableMetadata) -> bool:
+    """Whether each name any schema gave a field is that field's name now, and no current
+    name was another field's: files of any schema then read right by name."""
+    current = metadata.schema()
+    names = {current.find_column_name(i): i for i in current.field_ids}
+    for schema in metadata.schemas:
+        for field_id in schema.field_ids:
+            name = schema.find_column_name(field_id)
+            if field_id in current.field_ids:
+                if name != current.find_column_name(field_id):
+                    return False
+            elif name in names:
+                return False
+    return True
