@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from pyiceberg.catalog.hive import HiveCatalog
-from pyiceberg.io import PY_IO_IMPL
+from pyiceberg.io import PY_IO_IMPL, load_file_io
+from pyiceberg.serializers import FromInputFile
+from pyiceberg.table import Table
 
 from lakeward.config import Settings
 from lakeward.failpoints import failpoint
@@ -18,10 +21,14 @@ TABLE_TYPE = "table_type"
 ICEBERG = "ICEBERG"
 METADATA_LOCATION = "metadata_location"
 LOCK_POLL_SECONDS = 2
+KEPT_TABLES = 64
 
 # One catalog per thread: pyiceberg's HiveCatalog holds one Thrift client, which opens and
 # closes its connection around each call and cannot be shared by threads at once.
 _local = threading.local()
+# Tables read by queries, by metadata file: a metadata file never changes once written.
+_read_tables: OrderedDict[str, Table] = OrderedDict()
+_read_tables_lock = threading.Lock()
 
 
 class LakeCatalog(HiveCatalog):
@@ -80,3 +87,27 @@ def file_io_properties(settings: Settings) -> dict[str, str]:
         properties["s3.access-key-id"] = s3.access_key_id
         properties["s3.secret-access-key"] = s3.secret_access_key or ""
     return properties
+
+
+def table_at(catalog: HiveCatalog, identifier: tuple[str, str], metadata_location: str) -> Table:
+    """The table as the metadata file at ``metadata_location`` describes it, for reading:
+    each file is read once by this process (the last ``KEPT_TABLES`` are kept)."""
+    with _read_tables_lock:
+        found = _read_tables.get(metadata_location)
+        if found is not None:
+            _read_tables.move_to_end(metadata_location)
+            return found
+    io = load_file_io(catalog.properties, metadata_location)
+    metadata = FromInputFile.table_metadata(io.new_input(metadata_location))
+    table = Table(
+        identifier=identifier,
+        metadata=metadata,
+        metadata_location=metadata_location,
+        io=load_file_io({**catalog.properties, **metadata.properties}, metadata_location),
+        catalog=catalog,
+    )
+    with _read_tables_lock:
+        _read_tables[metadata_location] = table
+        while len(_read_tables) > KEPT_TABLES:
+            _read_tables.popitem(last=False)
+    return table

@@ -19,7 +19,7 @@ from pyiceberg.table import Table
 
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, ResourceNotFound
-from lakeward.iceberg.catalog import is_iceberg
+from lakeward.iceberg.catalog import METADATA_LOCATION, is_iceberg, table_at
 from lakeward.iceberg.schemas import table_columns
 from lakeward.metastore.tables import Column, TableInfo
 from lakeward.query.catalogs.base import Catalog
@@ -47,7 +47,14 @@ def resolve_iceberg(
                 f"{ref.current} is not an Iceberg table: {ref.version} reads Iceberg tables only"
             )
         return None
-    table = catalog.iceberg(settings).load_table((ref.database, base))
+    iceberg = catalog.iceberg(settings)
+    location = info.parameters.get(METADATA_LOCATION)
+    # The metastore client's table is current (its cache follows the change log), and so
+    # is the metadata file it names: read once, kept.
+    if location:
+        table = table_at(iceberg, (ref.database, base), location)
+    else:
+        table = iceberg.load_table((ref.database, base))
     parameters = dict(info.parameters)
     if kind:
         rows = _metadata_rows(table, kind, ref)

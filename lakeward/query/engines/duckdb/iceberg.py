@@ -18,6 +18,8 @@ reused by another field): then reading by name is reading by field id.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -29,7 +31,7 @@ import pyarrow.dataset as pads
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import FileFormat
-from pyiceberg.table import FileScanTask
+from pyiceberg.table import DataScan, FileScanTask
 from pyiceberg.table.metadata import TableMetadata
 
 from lakeward.iceberg.io import LAKE_ROOT, LakeFileIO
@@ -38,6 +40,27 @@ from lakeward.query.engines.duckdb.hidden import FILE_COLUMN, ROW_COLUMN
 from lakeward.query.engines.duckdb.scanned import DataFile, Source
 
 _READERS = 4
+_PLANS_KEPT = 64
+# A scan's plan depends on the metadata file, the snapshot and the filter only: all fixed.
+_plans: OrderedDict[tuple[str, int | None, str], list[FileScanTask]] = OrderedDict()
+_plans_lock = threading.Lock()
+
+
+def _planned(scan: DataScan, metadata_location: str) -> list[FileScanTask]:
+    """The scan's files and the delete files of each, planned once per process."""
+    key = (metadata_location, scan.snapshot_id, repr(scan.row_filter))
+    with _plans_lock:
+        found = _plans.get(key) if key[0] else None
+        if found is not None:
+            _plans.move_to_end(key)
+            return found
+    tasks = list(scan.plan_files())
+    if key[0]:
+        with _plans_lock:
+            _plans[key] = tasks
+            while len(_plans) > _PLANS_KEPT:
+                _plans.popitem(last=False)
+    return tasks
 
 
 def iceberg_source(table: ResolvedTable) -> Source:
@@ -46,7 +69,7 @@ def iceberg_source(table: ResolvedTable) -> Source:
         return Source(table, [DataFile(table.location, 0, ())], dataset=pads.dataset(table.rows))
     row_filter = AlwaysTrue() if table.row_filter is None else table.row_filter
     scan = table.iceberg.scan(snapshot_id=table.snapshot_id, row_filter=row_filter)
-    tasks = list(scan.plan_files())
+    tasks = _planned(scan, table.iceberg.metadata_location)
     direct = _local_files(table, tasks)
     if direct is not None:
         return Source(table, direct[0], local_dirs=[direct[1]])
