@@ -64,6 +64,15 @@ def test_a_stored_tables_columns_type_the_query_when_it_runs() -> None:
         spark_sql("SELECT lat / 0 FROM covid_deaths")
 
 
+def test_an_unnamed_aggregate_of_a_subquery_keeps_the_other_columns_typed() -> None:
+    # As an INSERT's source is cast to the table's columns: count(*) is no star.
+    sql = (
+        "SELECT CAST(_c0 AS varchar), CAST(_c1 AS bigint) FROM (SELECT country, count(*) "
+        "FROM covid_deaths GROUP BY country) AS _q(_c0, _c1)"
+    )
+    assert spark_sql(sql).startswith("SELECT CAST(_c0 AS STRING) AS `_col0`, CAST(_c1 AS BIGINT)")
+
+
 @pytest.mark.parametrize(
     ("sql", "named"),
     [

@@ -278,7 +278,7 @@ class _Checker:
             for expression in group.expressions:
                 self.grouping(expression, scope)
         columns: list[tuple[str, Type]] = []
-        for projection in node.expressions:
+        for position, projection in enumerate(node.expressions):
             if isinstance(projection, exp.Star) or (
                 isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
             ):
@@ -292,7 +292,9 @@ class _Checker:
             found = self.type(projection, scope)
             if found is not None and found.startswith("interval"):
                 raise _refuse("an interval value", "Spark writes intervals otherwise")
-            columns.append((projection.alias_or_name, found))
+            # An unnamed column is Trino's _col<position> (count(*) is not a star).
+            named = projection.alias or isinstance(projection, exp.Column)
+            columns.append((projection.alias_or_name if named else f"_col{position}", found))
         # ORDER BY may name the select's output columns.
         ordering = _Scope(dict(scope.sources), ctes, set(scope.opaque))
         ordering.sources[""] = dict(columns)
