@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakeward.config import Settings
-from lakeward.errors import ConfigError
+from lakeward.errors import ConfigError, JavaError
 from lakeward.jvm import find_java, iceberg_runtime_jar, java_env, s3a_jars
 from lakeward.metastore.launcher import LAKE_FILE_SYSTEM, launcher_classes
 from lakeward.metastore.uris import metastore_uris
@@ -35,7 +35,9 @@ def spark_conf(settings: Settings, app_name: str, hive: bool = True) -> dict[str
         "spark.app.name": app_name,
         "spark.sql.warehouse.dir": catalog_uri(settings, warehouse_uri(settings)),
         # The lake is read and written by its s3:// names through Hadoop's s3a connector.
-        "spark.jars": ",".join(str(jar) for jar in s3a_jars()),
+        # Iceberg's runtime, when installed, too: the SQL service's Spark workgroups read
+        # Iceberg tables through a catalog of their own (``iceberg_read_catalog``).
+        "spark.jars": ",".join(str(jar) for jar in [*s3a_jars(), *iceberg_runtime_jars()]),
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
@@ -74,7 +76,31 @@ def iceberg_conf() -> dict[str, str]:
 def with_iceberg(conf: dict[str, str]) -> dict[str, str]:
     """``conf`` (a session's settings) with Iceberg's runtime on the classpath and in use."""
     jars = [j for j in conf.get("spark.jars", "").split(",") if j]
-    return {**conf, **iceberg_conf(), "spark.jars": ",".join([*jars, str(iceberg_runtime_jar())])}
+    runtime = str(iceberg_runtime_jar())
+    jars += [] if runtime in jars else [runtime]
+    return {**conf, **iceberg_conf(), "spark.jars": ",".join(jars)}
+
+
+def iceberg_runtime_jars() -> list[Path]:
+    """Iceberg's Spark runtime, or nothing when it is not installed."""
+    try:
+        return [iceberg_runtime_jar()]
+    except JavaError:
+        return []
+
+
+def iceberg_read_catalog(settings: Settings, name: str) -> dict[str, str]:
+    """A session's Iceberg catalog ``name`` over the stack's metastore, without Iceberg's SQL
+    extensions or a replaced session catalog (runtime settings, so one session may add it
+    to a SparkContext others share). Tables are loaded anew by each query: another engine
+    may have committed since."""
+    prefix = f"spark.sql.catalog.{name}"
+    return {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "hive",
+        f"{prefix}.uri": ",".join(metastore_uris(settings)),
+        f"{prefix}.cache-enabled": "false",
+    }
 
 
 def direct_lake_conf(settings: Settings) -> dict[str, str]:

@@ -24,6 +24,7 @@ from pyiceberg.catalog.hive import HiveCatalog
 
 from lakeward.config import Settings
 from lakeward.metastore.uris import metastore_uris
+from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
 from tests.helpers import lakeward
 from tests.query.support import (
@@ -36,6 +37,8 @@ from tests.query.support import (
     failure,
     local,
     run,
+    wait,
+    written,
 )
 
 pytestmark = pytest.mark.spark
@@ -179,11 +182,62 @@ def test_unknown_properties_and_formats_are_refused(athena: Any) -> None:
     assert "ICEBERG" in reason
 
 
-def test_a_spark_workgroup_refuses_iceberg_tables_by_name(service: QueryService) -> None:
-    name = f"sparkside_{uuid.uuid4().hex[:8]}"
-    run(service, f"CREATE TABLE {name} (id int) TBLPROPERTIES ('table_type'='ICEBERG')")
-    reason = failure(service, f"SELECT * FROM {name}", workgroup="big")
-    assert f"{name} is an Iceberg table" in reason and "DuckDB workgroup" in reason
+def both(service: QueryService, sql: str) -> tuple[list[str], list[list[str | None]]]:
+    """``sql``'s columns (with their types) and rows, the same in the DuckDB workgroup and the
+    Spark workgroup (which reads Iceberg through Iceberg's own runtime)."""
+    found = []
+    for group in ("duck", "big"):
+        execution = wait(service, service.start_query_execution(sql, workgroup=group))
+        assert execution.state == QueryState.SUCCEEDED, (group, execution.state_change_reason)
+        page = service.get_query_results(execution.id, None, 1000)
+        types = [f"{c.name} {c.type}" for c in page.columns]
+        found.append((types, page.rows[1:]))
+    assert found[0] == found[1], sql
+    return found[0]
+
+
+def test_both_workgroups_read_iceberg_tables_alike(service: QueryService) -> None:
+    name = f"both_{uuid.uuid4().hex[:8]}"
+    run(
+        service,
+        f"CREATE TABLE {name} (id bigint, at timestamp, name string, amount decimal(10,2), "
+        "day date) PARTITIONED BY (day(at), bucket(2, id)) TBLPROPERTIES ('table_type'='ICEBERG')",
+    )
+    written(service, f"INSERT INTO {name} VALUES "
+            "(1, TIMESTAMP '2024-05-01 10:00:00', 'ann', 1.50, DATE '2024-05-01'), "
+            "(2, TIMESTAMP '2024-05-02 11:30:00', 'bob', 2.25, DATE '2024-05-02'), "
+            "(3, TIMESTAMP '2024-05-02 12:00:00', NULL, NULL, NULL)")  # fmt: skip
+    first = run(service, f'SELECT snapshot_id FROM "{name}$snapshots"')[1][0][0]
+    written(service, f"INSERT INTO {name} SELECT id + 10, at, name, amount, day FROM {name}")
+    deleted = wait(service, service.start_query_execution(f"DELETE FROM {name} WHERE id = 2"))
+    assert deleted.state == QueryState.SUCCEEDED, deleted.state_change_reason
+    # The Spark workgroup writes Iceberg tables too: the rows computed by Spark, committed here.
+    run(service, f"CREATE TABLE {name}_sums (who string, n bigint, top bigint) "
+                 "TBLPROPERTIES ('table_type'='ICEBERG')")  # fmt: skip
+    written(service, f"INSERT INTO {name}_sums SELECT name, count(*), max(id) FROM {name} "
+                     "GROUP BY name", workgroup="big")  # fmt: skip
+    _, sums = both(service, f"SELECT * FROM {name}_sums ORDER BY who")
+    assert sums == [["ann", "2", "11"], ["bob", "1", "12"], [None, "2", "13"]]
+    run(service, f"ALTER TABLE {name} CHANGE COLUMN name who string")  # read by field id
+    _, rows = both(service, f"SELECT * FROM {name} ORDER BY id")
+    assert [r[0] for r in rows] == ["1", "3", "11", "12", "13"]
+    both(service, f"SELECT who, max(amount), count(*) FROM {name} GROUP BY who ORDER BY who")
+    both(service, f"SELECT * FROM {name} WHERE day >= DATE '2024-05-02' ORDER BY id")
+    _, old = both(service, f"SELECT * FROM {name} FOR VERSION AS OF {first} ORDER BY id")
+    assert [r[0] for r in old] == ["1", "2", "3"]
+    both(service, f"SELECT c.id, c.who, d.id FROM {name} c JOIN {name} d ON d.id = c.id + 10 "
+                  "ORDER BY c.id")  # fmt: skip
+    # Answered from the metastore and the table's metadata: the same whatever the engine.
+    for sql in (f"DESCRIBE {name}", f"SHOW CREATE TABLE {name}", f"SHOW COLUMNS IN {name}"):
+        assert run(service, sql) == run(service, sql, workgroup="big")
+    # What Spark would answer otherwise is refused by name.
+    metadata = failure(service, f'SELECT * FROM "{name}$snapshots"', workgroup="big")
+    assert f"{name}$snapshots" in metadata and "DuckDB workgroup" in metadata
+    hidden = failure(service, f'SELECT "$path" FROM {name}', workgroup="big")
+    assert "hidden columns of Iceberg tables" in hidden
+    deleting = failure(service, f"DELETE FROM {name} WHERE id = 1", workgroup="big")
+    assert "DELETE, UPDATE and MERGE" in deleting
+    assert run(service, f"SELECT count(*) FROM {name}")[1] == [["5"]]  # nothing changed
 
 
 def test_drop_table_removes_the_table_and_its_files(stack: Settings, athena: Any) -> None:

@@ -119,6 +119,11 @@ class Engine(ABC):
     def table_name(self, ref: TableRef) -> str:
         """How the translated SQL names a table (quoted as the dialect needs)."""
 
+    def iceberg_table_name(self, ref: TableRef) -> str:
+        """How it names an Iceberg table: as any other, unless the engine reads Iceberg
+        through a catalog of its own."""
+        return self.table_name(ref)
+
     @abstractmethod
     def execute(
         self, execution_id: str, sql: str, tables: list[ResolvedTable], limits: Limits

@@ -28,7 +28,7 @@ from lakeward.query.engines.base import Engine, Limits, ResolvedTable
 from lakeward.query.formats import TableFormat
 from lakeward.query.model import ColumnInfo, QueryExecution, TableRef, WorkGroup
 from lakeward.query.planner import information_schema, views
-from lakeward.query.planner.iceberg import resolve_iceberg
+from lakeward.query.planner.iceberg import refuse_iceberg_otherwise, resolve_iceberg
 from lakeward.query.planner.pruning import iceberg_filter
 from lakeward.query.sql.queries import Statement
 from lakeward.query.translate.query import to_engine_sql
@@ -103,21 +103,22 @@ class Planner:
                 f"of {cutoff:,} bytes (BytesScannedCutoffPerQuery)"
             )
         if run.group.engine != "duckdb":
-            iceberg = next(
-                (t.ref for t in tables if t.iceberg is not None or t.rows is not None), None
-            )
-            if iceberg is not None:
-                raise InvalidRequest(
-                    f"{iceberg} is an Iceberg table, which workgroup {run.group.name}'s "
-                    f"{run.group.engine} engine does not read yet; use a DuckDB workgroup"
-                )
+            refuse_iceberg_otherwise(run.group, tables, select)
         engine = run.engine = self.engine(run.group.engine)
         if run.timed_out.is_set() or run.cancelled.is_set():
             # Asked before the engine was known (resolving, loading it): the interrupt
             # had nothing to reach, so the query must not start now.
             raise QueryFailed("stopped before the engine started")
         columns = {t.ref: [*t.columns, *t.partition_keys] for t in tables}
-        sql = to_engine_sql(select, engine.dialect, engine.table_name, columns)
+        iceberg = {t.ref: t.snapshot_id for t in tables if t.iceberg is not None}
+
+        def table_name(ref: TableRef) -> str:
+            return engine.iceberg_table_name(ref) if ref in iceberg else engine.table_name(ref)
+
+        snapshots = {ref: s for ref, s in iceberg.items() if s is not None}
+        if engine.dialect == "duckdb":
+            snapshots = {}  # its views read the planned snapshot already
+        sql = to_engine_sql(select, engine.dialect, table_name, columns, snapshots)
         limits = Limits(memory_limit="1GB", spill_directory=self.spill)
         run.execution.statistics.planning_ms = int((time.monotonic() - planning) * 1000)
         return Plan(engine, sql, tables, limits, scanned)

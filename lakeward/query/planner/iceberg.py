@@ -18,13 +18,15 @@ import pyarrow as pa
 from pyiceberg.table import Table
 
 from lakeward.config import Settings
-from lakeward.errors import InvalidRequest, ResourceNotFound
+from lakeward.errors import InvalidRequest, JavaError, ResourceNotFound
 from lakeward.iceberg.catalog import METADATA_LOCATION, is_iceberg, table_at
 from lakeward.iceberg.schemas import table_columns
+from lakeward.jvm import iceberg_runtime_jar
 from lakeward.metastore.tables import Column, TableInfo
 from lakeward.query.catalogs.base import Catalog
 from lakeward.query.engines.base import ResolvedTable
-from lakeward.query.model import TableRef
+from lakeward.query.model import TableRef, WorkGroup
+from lakeward.query.sql.queries import Statement
 from lakeward.query.types import hive_type_of_arrow
 
 METADATA_TABLES = ("snapshots", "history", "files", "manifests", "partitions", "refs")
@@ -74,6 +76,45 @@ def resolve_iceberg(
         iceberg=table,
         snapshot_id=snapshot_id,
     )
+
+
+def refuse_iceberg_otherwise(
+    group: WorkGroup, tables: list[ResolvedTable], select: Statement
+) -> None:
+    """Refuse, by name, what a workgroup whose engine is not DuckDB cannot answer as Athena
+    would of Iceberg tables. Spark reads them through Iceberg's runtime (the snapshot the
+    planner chose, by its id); its metadata tables have other columns than Trino's, and it
+    gives no ``"$path"`` or row places (which DELETE, UPDATE and MERGE read)."""
+    found = [t for t in tables if t.iceberg is not None or t.rows is not None]
+    if not found:
+        return
+    if group.engine != "spark" or not _spark_runtime():
+        raise InvalidRequest(
+            f"{found[0].ref} is an Iceberg table, which workgroup {group.name}'s "
+            f"{group.engine} engine does not read here; use a DuckDB workgroup"
+        )
+    metadata = next((t.ref for t in found if t.rows is not None), None)
+    if metadata is not None:
+        raise InvalidRequest(
+            f"NOT_SUPPORTED: the Iceberg metadata table {metadata} is read in DuckDB workgroups "
+            "only (Spark's has other columns than Athena's); use a DuckDB workgroup"
+        )
+    target = select.target
+    text = target._ast.sql(dialect="trino") if target._ast is not None else target.sql
+    if '"$' in text or "__lakeward_" in text:
+        raise InvalidRequest(
+            f"NOT_SUPPORTED: the hidden columns of Iceberg tables, and DELETE, UPDATE and "
+            f"MERGE (which read them), run in DuckDB workgroups only, not in workgroup "
+            f"{group.name}; use a DuckDB workgroup"
+        )
+
+
+def _spark_runtime() -> bool:
+    try:
+        iceberg_runtime_jar()
+    except JavaError:
+        return False
+    return True
 
 
 def _metadata_rows(table: Table, kind: str, ref: TableRef) -> pa.Table:

@@ -21,10 +21,12 @@ def to_engine_sql(
     dialect: str,
     table_name: Callable[[TableRef], str],
     columns: Mapping[TableRef, Sequence[Column]] | None = None,
+    snapshots: Mapping[TableRef, int] | None = None,
 ) -> str:
     """The select (or explained select) in ``dialect``, each table named by ``table_name``;
     ``columns``: the stored tables' columns, which the Spark translation checks types with
-    and the DuckDB one types numeric operations by."""
+    and the DuckDB one types numeric operations by; ``snapshots``: the Iceberg snapshot
+    each table is read at, for an engine that reads Iceberg tables itself."""
     target = statement.target
     if target._ast is None:
         raise InvalidRequest(f"{statement.kind} is answered from the metastore, not by an engine")
@@ -41,6 +43,10 @@ def to_engine_sql(
             table.catalog, table.db, table.name, "" if version is None else version_text(version)
         )
         table.set("version", None)  # the engine reads the version its view was made of
+        snapshot = (snapshots or {}).get(ref)
+        if snapshot is not None:  # or the one the planner chose, by its id
+            number = exp.Literal.number(snapshot)
+            table.set("version", exp.Version(this="VERSION", kind="AS OF", expression=number))
         engine_table = exp.to_table(table_name(ref), dialect=dialect)
         # Columns qualified by the table's own name must keep resolving whatever the engine
         # calls it; an alias would clash if two tables share that name, so none is added then.

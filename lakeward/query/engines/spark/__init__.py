@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+ICEBERG_CATALOG = "lakeward_iceberg"  # the session's catalog of the metastore's Iceberg tables
 _REFUSAL = re.compile(r"\b(upper|lower) of a text [^\n]*? is not supported on the Spark engine")
 
 SQL_CONF = {
@@ -66,11 +67,12 @@ class SparkEngine(Engine):
     def session(self) -> SparkSession:
         with self._lock:
             if self._session is None:
-                from lakeward.spark import build_session
+                from lakeward.spark import build_session, iceberg_read_catalog
 
                 # A session of its own (the SparkContext is shared): its settings stay its own.
                 self._session = build_session(self.settings, "lakeward-sql").newSession()
-                for key, value in SQL_CONF.items():
+                iceberg = iceberg_read_catalog(self.settings, ICEBERG_CATALOG)
+                for key, value in {**SQL_CONF, **iceberg}.items():
                     self._session.conf.set(key, value)
             return self._session
 
@@ -81,6 +83,10 @@ class SparkEngine(Engine):
                 f"not {ref.catalog}; run this query in a DuckDB workgroup"
             )
         return f"`{ref.database}`.`{ref.table}`"
+
+    def iceberg_table_name(self, ref: TableRef) -> str:
+        self.table_name(ref)  # the stack's own catalog only
+        return f"`{ICEBERG_CATALOG}`.`{ref.database}`.`{ref.table}`"
 
     def execute(
         self, execution_id: str, sql: str, tables: list[ResolvedTable], limits: Limits
@@ -146,7 +152,8 @@ class SparkEngine(Engine):
         files from one query to the next, and would not see files added since (an INSERT
         INTO by any engine or process)."""
         for table in tables:
-            self.session.catalog.refreshTable(self.table_name(table.ref))
+            if table.iceberg is None:  # Iceberg's catalog loads its tables anew each time
+                self.session.catalog.refreshTable(self.table_name(table.ref))
 
     def interrupt(self, execution_id: str) -> None:
         if self._session is not None:
