@@ -18,7 +18,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog import Catalog
-from pyiceberg.catalog.hive import HiveCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 
 from lakeward.config import ErasureSettings, ErasureTable, Settings
@@ -27,10 +26,9 @@ from lakeward.erasure.requests import COMPLETED
 from lakeward.erasure.service import ErasureIndexService
 from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.iceberg import erasure
-from lakeward.metastore.uris import metastore_uris
 from lakeward.storage import load_storage
 from tests.erasure.workflow_helpers import smtp_server
-from tests.query.support import api_failed, api_ok, credentials, endpoint, local
+from tests.query.support import api_failed, api_ok, credentials, endpoint, local, outside_catalog
 
 GONE = "u-007"
 USERS = [f"u-{i:03d}" for i in range(1, 13)]
@@ -160,16 +158,7 @@ def test_the_workflow_erases_a_person_from_a_metastore_table_on_s3_names(
             f"FROM UNNEST(sequence({batch * 48}, {batch * 48 + 47})) AS t(i)",
         )
     api_ok(athena, f"DELETE FROM {name} WHERE n = 1")  # a DELETE of the owner's, not ours
-    outside = HiveCatalog(
-        "outside",
-        uri=",".join(metastore_uris(stack)),
-        **{
-            "s3.endpoint": endpoint(stack),
-            "s3.access-key-id": credentials(stack)["aws_access_key_id"],
-            "s3.secret-access-key": credentials(stack)["aws_secret_access_key"],
-            "s3.region": "us-east-1",
-        },
-    )
+    outside = outside_catalog(stack)
     before = outside.load_table(("default", name)).scan().to_arrow()
     first_snapshot = outside.load_table(("default", name)).history()[0].snapshot_id
     person = sum(1 for u in before["user_id"].to_pylist() if u == GONE)

@@ -137,3 +137,23 @@ def api_failed(athena: Any, sql: str) -> str:
     execution = api_run(athena, sql)
     assert execution["Status"]["State"] == "FAILED", (sql, execution["Status"])
     return str(execution["Status"]["StateChangeReason"])
+
+
+def outside_catalog(stack: Settings) -> Any:
+    """pyiceberg's HiveCatalog as an outside client configures it: the metastore's Thrift
+    address and the stack's S3 endpoint with its key pair."""
+    from pyiceberg.catalog.hive import HiveCatalog
+
+    from lakeward.metastore.uris import metastore_uris
+
+    keys = credentials(stack)
+    return HiveCatalog(
+        "outside",
+        uri=",".join(metastore_uris(stack)),
+        **{
+            "s3.endpoint": endpoint(stack),
+            "s3.access-key-id": keys["aws_access_key_id"],
+            "s3.secret-access-key": keys["aws_secret_access_key"],
+            "s3.region": "us-east-1",
+        },
+    )

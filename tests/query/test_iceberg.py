@@ -23,7 +23,6 @@ from botocore.exceptions import ClientError
 from pyiceberg.catalog.hive import HiveCatalog
 
 from lakeward.config import Settings
-from lakeward.metastore.uris import metastore_uris
 from lakeward.query.model import QueryState
 from lakeward.query.service import QueryService
 from tests.helpers import lakeward
@@ -36,6 +35,7 @@ from tests.query.support import (
     endpoint,
     failure,
     local,
+    outside_catalog,
     run,
     wait,
     written,
@@ -52,17 +52,8 @@ def athena(stack: Settings) -> Any:
 @pytest.fixture(scope="module")
 def pyiceberg(stack: Settings) -> HiveCatalog:
     """An outside client of the stack's catalog and lake, as a user would configure one."""
-    keys = credentials(stack)
-    return HiveCatalog(
-        "outside",
-        uri=",".join(metastore_uris(stack)),
-        **{
-            "s3.endpoint": endpoint(stack),
-            "s3.access-key-id": keys["aws_access_key_id"],
-            "s3.secret-access-key": keys["aws_secret_access_key"],
-            "s3.region": "us-east-1",
-        },
-    )
+    catalog: HiveCatalog = outside_catalog(stack)
+    return catalog
 
 
 def refusal(athena: Any, sql: str) -> str:

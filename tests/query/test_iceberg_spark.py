@@ -18,8 +18,7 @@ import pytest
 from pyiceberg.catalog.hive import HiveCatalog
 
 from lakeward.config import Settings
-from lakeward.metastore.uris import metastore_uris
-from tests.query.support import api_ok, credentials, endpoint
+from tests.query.support import api_ok, credentials, endpoint, outside_catalog
 
 pytestmark = pytest.mark.spark
 
@@ -62,19 +61,8 @@ def test_spark_with_icebergs_runtime_and_lakeward_share_tables(stack: Settings) 
 
 
 def pyiceberg_catalog(stack: Settings) -> HiveCatalog:
-    """pyiceberg's HiveCatalog as an outside client configures it: the metastore's Thrift
-    address and the stack's S3 endpoint with its key pair."""
-    keys = credentials(stack)
-    return HiveCatalog(
-        "outside",
-        uri=",".join(metastore_uris(stack)),
-        **{
-            "s3.endpoint": endpoint(stack),
-            "s3.access-key-id": keys["aws_access_key_id"],
-            "s3.secret-access-key": keys["aws_secret_access_key"],
-            "s3.region": "us-east-1",
-        },
-    )
+    catalog: HiveCatalog = outside_catalog(stack)
+    return catalog
 
 
 def spark_sees(stack: Settings, tables: dict[str, list[int]]) -> dict[str, Any]:
