@@ -133,6 +133,12 @@ class AccessDenied(LakewardError):
     http_status = 403
 
 
+class ExpiredToken(AccessDenied):
+    """Temporary credentials past their expiry: clients ask for new ones on this."""
+
+    http_status = 400
+
+
 class Unauthenticated(AccessDenied):
     """Not signed in, or the credentials are wrong."""
 

@@ -8,6 +8,9 @@ the console all build them here.
 from __future__ import annotations
 
 ARN_PREFIX = "arn:lakeward"
+# lakeward has no accounts; where a client needs an account id (STS, Glue's CatalogId,
+# AWS-spelled ARNs in a trust policy) this is the one.
+ACCOUNT_ID = "000000000000"
 
 
 def arn(service: str, resource: str) -> str:
@@ -29,6 +32,11 @@ def iam_arn(kind: str, name: str) -> str:
 
 def user_arn(name: str) -> str:
     return iam_arn("user", name)
+
+
+def assumed_role_arn(role: str, session: str) -> str:
+    """A session of a role, as STS names whoever holds its temporary credentials."""
+    return arn("sts", f"assumed-role/{role}/{session}")
 
 
 def secret_arn(name: str) -> str:

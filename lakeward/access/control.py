@@ -39,8 +39,9 @@ from lakeward.access import (
     current_request_id,
     current_source,
 )
-from lakeward.access.arns import iam_arn, user_arn
+from lakeward.access.arns import assumed_role_arn, iam_arn, user_arn
 from lakeward.access.audit import AuditLog, AuditRecord
+from lakeward.access.credentials import SESSION_KEY_PREFIX, StoredSession
 from lakeward.access.keys import derive_key, load_master_key
 from lakeward.access.policy import (
     Decision,
@@ -53,9 +54,11 @@ from lakeward.access.policy import (
 from lakeward.access.principals import Principals
 from lakeward.access.secrets import open_secret_store
 from lakeward.config import Settings
-from lakeward.errors import AccessDenied
+from lakeward.errors import AccessDenied, ExpiredToken
 
 ROLE_PREFIX = "role/"
+EXPIRED_TOKEN = "The security token included in the request is expired"
+SESSION_CACHE_SIZE = 10_000
 DECISION_CACHE_SIZE = 65536  # entries; the cache starts over when full
 
 # (request id, Principals.local_changes, generation): the generation a request decides by.
@@ -64,19 +67,21 @@ _request_generation: ContextVar[tuple[str, int, int] | None] = ContextVar(
 )
 
 
-def role_principal(name: str) -> str:
-    """How a service acting as a role names itself to ``authorize`` (``role/<name>``).
+def role_principal(name: str, session: str | None = None) -> str:
+    """How a service acting as a role names itself to ``authorize`` (``role/<name>``),
+    or how the holder of a role's temporary credentials is named (``role/<name>/<session>``).
 
     User names cannot hold ``/``, so this never stands for a user.
     """
-    return f"{ROLE_PREFIX}{name}"
+    return f"{ROLE_PREFIX}{name}" + (f"/{session}" if session else "")
 
 
 @dataclass(frozen=True)
 class Identity:
-    """Who a request comes from: the root credential, an IAM user, or a role a service acts as."""
+    """Who a request comes from: the root credential, an IAM user, a role a service acts
+    as, or a session of a role assumed through STS."""
 
-    name: str  # "root", the user name, or role/<role name>
+    name: str  # "root", the user name, role/<role name> or role/<role name>/<session>
 
     @property
     def is_root(self) -> bool:
@@ -87,11 +92,25 @@ class Identity:
         return self.name.startswith(ROLE_PREFIX)
 
     @property
+    def role(self) -> str | None:
+        """The role this identity acts as, if any."""
+        return self.name.removeprefix(ROLE_PREFIX).partition("/")[0] if self.is_role else None
+
+    @property
+    def session(self) -> str | None:
+        """The session name, for temporary credentials of a role (sts:AssumeRole)."""
+        return (
+            self.name.removeprefix(ROLE_PREFIX).partition("/")[2] or None if self.is_role else None
+        )
+
+    @property
     def arn(self) -> str:
         if self.is_root:
             return arns.ROOT
-        if self.is_role:
-            return iam_arn("role", self.name.removeprefix(ROLE_PREFIX))
+        if self.role is not None:
+            if self.session is not None:
+                return assumed_role_arn(self.role, self.session)
+            return iam_arn("role", self.role)
         return user_arn(self.name)
 
 
@@ -123,6 +142,7 @@ class AccessControl:
         self.audit = AuditLog(where("audit"))
         self._policies: dict[str, tuple[int, _Policies]] = {}
         self._keys: dict[str, tuple[int, tuple[str, str] | None]] = {}
+        self._sessions: dict[str, tuple[int, StoredSession]] = {}
         self._cache_decisions = cache_decisions
         self._decisions: dict[tuple[object, ...], Decision] = {}
         self._decisions_generation = -1
@@ -143,13 +163,40 @@ class AccessControl:
 
     # -- authentication -----------------------------------------------------
 
-    def secret_for(self, access_key_id: str) -> str | None:
-        """The secret of an active access key (for SigV4), root's included."""
+    def secret_for(self, access_key_id: str, session_token: str | None = None) -> str | None:
+        """The secret of an active access key (for SigV4), root's included; for temporary
+        credentials, only with their session token, and until they expire."""
+        if access_key_id.startswith(SESSION_KEY_PREFIX):
+            session = self._lookup_session(access_key_id)
+            if session is None or not session.accepts(session_token):
+                return None
+            if session.expires <= datetime.now(UTC):
+                raise ExpiredToken(EXPIRED_TOKEN)
+            return session.secret
+        if session_token is not None:
+            return None  # a session token goes with temporary credentials only
         api = self.settings.api
         if api.access_key_id is not None and access_key_id == api.access_key_id:
             return api.secret_access_key
         found = self._lookup_key(access_key_id)
         return found[1] if found else None
+
+    def _lookup_session(self, key_id: str) -> StoredSession | None:
+        """``lookup_role_session``, kept while the IAM store does not change (revoking
+        sessions and deleting roles bump it); a key not found is asked again next time,
+        as it may have been issued by another process since."""
+        generation = self.generation()
+        with self._lock:
+            cached = self._sessions.get(key_id)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        found = self.principals.lookup_role_session(key_id)
+        if found is not None:
+            with self._lock:
+                if len(self._sessions) >= SESSION_CACHE_SIZE:
+                    self._sessions.clear()
+                self._sessions[key_id] = (generation, found)
+        return found
 
     def _lookup_key(self, access_key_id: str) -> tuple[str, str] | None:
         """``lookup_key``, cached until the IAM store changes (every key change bumps it)."""
@@ -170,6 +217,10 @@ class AccessControl:
             return Identity(ROOT)
         if principal.startswith(ROLE_PREFIX):
             return Identity(principal)
+        if principal.startswith(SESSION_KEY_PREFIX):
+            session = self._lookup_session(principal)
+            if session is not None:
+                return Identity(role_principal(session.role, session.session_name))
         found = self._lookup_key(principal)
         if found is not None:
             self.principals.mark_key_used(principal, datetime.now(UTC))
@@ -183,9 +234,10 @@ class AccessControl:
             cached = self._policies.get(user)
         if cached is not None and cached[0] == generation:
             return cached[1]
+        role = Identity(user).role
         found = (
-            self.principals.policies_for_role(user.removeprefix(ROLE_PREFIX))
-            if user.startswith(ROLE_PREFIX)
+            self.principals.policies_for_role(role)
+            if role is not None
             else self.principals.policies_for_user(user)
         )
         policies = _Policies([(name, parse_policy(doc)) for name, doc in found])
@@ -205,7 +257,9 @@ class AccessControl:
         generation = self.generation()
         policies = self._policies_of(identity.name, generation)
         values = {
-            "aws:username": identity.name,
+            # As in AWS, a role (assumed or not) has no user name for ${aws:username}.
+            **({} if identity.is_role else {"aws:username": identity.name}),
+            "aws:PrincipalArn": iam_arn("role", identity.role) if identity.role else identity.arn,
             "aws:CurrentTime": datetime.now(UTC),
             **current_context.get(),
             **(context or {}),
@@ -263,17 +317,24 @@ class AccessControl:
         principal: str | None = None,
         context: Mapping[str, object] | None = None,
         shared: bool = False,
+        resource_policy: Decision | None = None,
     ) -> Identity:
         """Allow or raise ``AccessDenied``; the decision is audited either way.
 
         ``shared``: the resource itself grants this to the caller (a BI object
         shared with them, like a resource-based policy in AWS): that allows
         unless one of the caller's policies denies it explicitly.
+
+        ``resource_policy``: what a resource-based policy that must allow the call
+        says of it (a role's trust policy): its Deny or its silence refuses whatever
+        the caller's policies say; its Allow grants unless they deny explicitly.
         """
         identity = self.identify(principal or current_principal.get())
         decision = self.decide(identity, action, resource, context)
         if shared and decision.decision == "implicitDeny":
             decision = Decision("allowed", "resource share")
+        if resource_policy is not None and decision.decision != "explicitDeny":
+            decision = resource_policy
         self.audit.append(
             AuditRecord(
                 time=datetime.now(UTC),

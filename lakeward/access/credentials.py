@@ -9,6 +9,8 @@ a key derived from the stack's master key, the key id bound in. ``Principals``
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import math
 import secrets
 import threading
@@ -24,7 +26,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy import bindparam, delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection, Engine
 
-from lakeward.access.schema import access_keys, require_principal, users
+from lakeward.access.schema import access_keys, require_principal, role_sessions, users
 from lakeward.errors import AccessDenied, ConfigError, InvalidRequest, ResourceNotFound
 from lakeward.sqlstate import as_utc
 
@@ -32,6 +34,8 @@ MAX_ACCESS_KEYS = 2  # IAM's limit: enough to rotate without a gap
 LOCKOUT_AFTER = 5  # consecutive failed logins
 LOCKOUT_FIRST = 30  # seconds; doubles with each lockout in a row
 LOCKOUT_MAX = 3600
+# AWS's prefix for temporary access key ids: tools tell them from long-term keys by it.
+SESSION_KEY_PREFIX = "ASIA"
 USAGE_FLUSH_SECONDS = 60.0  # how long key usage may wait in memory before it is written
 
 
@@ -40,6 +44,33 @@ class AccessKey(NamedTuple):
     status: str  # "Active" or "Inactive", as IAM says it
     created: datetime
     last_used: datetime | None
+
+
+class RoleSession(NamedTuple):
+    """Temporary credentials as issued: the only time the secret and token are seen."""
+
+    key_id: str
+    secret: str
+    token: str
+    role: str
+    session_name: str
+    issued: datetime
+    expires: datetime
+
+
+class StoredSession(NamedTuple):
+    role: str
+    session_name: str
+    secret: str
+    token_hash: str
+    expires: datetime
+
+    def accepts(self, token: str | None) -> bool:
+        return token is not None and hmac.compare_digest(_token_hash(token), self.token_hash)
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class CredentialOperations:
@@ -144,6 +175,57 @@ class CredentialOperations:
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
         return None if row is None else (row.user_name, self._open(key_id, row.secret))
+
+    # -- temporary credentials (sts:AssumeRole) ------------------------------
+
+    def issue_role_session(self, role: str, session_name: str, seconds: int) -> RoleSession:
+        """New temporary credentials for ``role``, valid ``seconds`` from now.
+
+        Issuing changes no permission, so it does not bump the IAM generation.
+        """
+        key_id = SESSION_KEY_PREFIX + base64.b32encode(secrets.token_bytes(10)).decode()
+        secret = secrets.token_urlsafe(30)
+        token = base64.b64encode(secrets.token_bytes(96)).decode()
+        issued = datetime.now(UTC).replace(microsecond=0)
+        expires = issued + timedelta(seconds=seconds)
+        with self._writer.begin() as conn:
+            require_principal(conn, "role", role)
+            conn.execute(delete(role_sessions).where(role_sessions.c.expires <= issued))
+            conn.execute(
+                insert(role_sessions).values(
+                    key_id=key_id,
+                    role=role,
+                    session_name=session_name,
+                    secret=self._seal(key_id, secret),
+                    token_hash=_token_hash(token),
+                    issued=issued,
+                    expires=expires,
+                )
+            )
+        return RoleSession(key_id, secret, token, role, session_name, issued, expires)
+
+    def lookup_role_session(self, key_id: str) -> StoredSession | None:
+        """The session whose temporary key this is (expired or not), else None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(role_sessions).where(role_sessions.c.key_id == key_id)
+            ).first()
+        if row is None:
+            return None
+        return StoredSession(
+            row.role,
+            row.session_name,
+            self._open(key_id, row.secret),
+            row.token_hash,
+            as_utc(row.expires),
+        )
+
+    def revoke_role_sessions(self, role: str) -> int:
+        """End every session of ``role`` at once; how many there were."""
+        with self._change() as conn:
+            require_principal(conn, "role", role)
+            gone = delete(role_sessions).where(role_sessions.c.role == role)
+            return int(conn.execute(gone).rowcount or 0)
 
     def mark_key_used(self, key_id: str, when: datetime) -> None:
         """Note a key's use; written in batches, as this comes with every request."""

@@ -20,7 +20,7 @@ from lakeward.access.audit import AuditRecord, VerifyResult
 from lakeward.access.control import AccessControl, Identity
 from lakeward.access.credentials import AccessKey
 from lakeward.access.policy import Decision, parse_policy
-from lakeward.access.principals import Group, ManagedPolicy, Role, User
+from lakeward.access.principals import DEFAULT_SESSION_SECONDS, Group, ManagedPolicy, Role, User
 from lakeward.access.secrets import SecretInfo
 from lakeward.errors import InvalidRequest, LakewardError
 
@@ -97,8 +97,42 @@ class IamService:
         self._iam("RemoveUserFromGroup", "group", group,
                   lambda: self.principals.remove_user_from_group(user, group))  # fmt: skip
 
-    def create_role(self, name: str) -> None:
-        self._iam("CreateRole", "role", name, lambda: self.principals.create_role(name))
+    def create_role(
+        self,
+        name: str,
+        trust_policy: str | None = None,
+        max_session_seconds: int = DEFAULT_SESSION_SECONDS,
+    ) -> None:
+        self._iam(
+            "CreateRole",
+            "role",
+            name,
+            lambda: self.principals.create_role(
+                name, trust_policy=trust_policy, max_session_seconds=max_session_seconds
+            ),
+        )
+
+    def update_assume_role_policy(self, name: str, trust_policy: str) -> None:
+        self._iam(
+            "UpdateAssumeRolePolicy",
+            "role",
+            name,
+            lambda: self.principals.update_assume_role_policy(name, trust_policy),
+        )
+
+    def role_trust(self, name: str) -> tuple[dict[str, Any], int]:
+        """The role's trust policy document and its longest session (``iam:GetRole``)."""
+        trust, longest = self._iam(
+            "GetRole", "role", name, lambda: self.principals.role_trust(name)
+        )
+        return trust.source, longest
+
+    def revoke_role_sessions(self, name: str) -> int:
+        """End the role's temporary credentials now (as IAM's "revoke active sessions",
+        authorized as a change of the role's policies, ``iam:PutRolePolicy``)."""
+        return self._iam(
+            "PutRolePolicy", "role", name, lambda: self.principals.revoke_role_sessions(name)
+        )
 
     def list_roles(self) -> list[Role]:
         return self._iam("ListRoles", "role", "*", self.principals.list_roles)

@@ -74,13 +74,15 @@ KNOWN_ACTIONS: frozenset[str] = frozenset(
         " BatchGetPartition",
     )
     | _actions("s3", "GetObject PutObject DeleteObject ListBucket")
+    | _actions("sts", "AssumeRole GetCallerIdentity")
     | _actions(
         "secretsmanager", "GetSecretValue PutSecretValue ListSecrets DeleteSecret CreateSecret"
     )
     | _actions(
         "iam",
         "CreateUser DeleteUser GetUser ListUsers CreateGroup DeleteGroup ListGroups"
-        " AddUserToGroup RemoveUserFromGroup CreateRole DeleteRole ListRoles CreatePolicy"
+        " AddUserToGroup RemoveUserFromGroup CreateRole DeleteRole ListRoles GetRole"
+        " UpdateAssumeRolePolicy CreatePolicy"
         " DeletePolicy GetPolicy ListPolicies AttachUserPolicy DetachUserPolicy"
         " AttachGroupPolicy DetachGroupPolicy AttachRolePolicy DetachRolePolicy PutUserPolicy"
         " PutGroupPolicy PutRolePolicy CreateAccessKey DeleteAccessKey UpdateAccessKey"

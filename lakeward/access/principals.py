@@ -51,15 +51,22 @@ from lakeward.access.schema import (
     migrate,
     policies,
     require_principal,
+    role_trust,
     roles,
     users,
 )
+from lakeward.access.trust import TrustPolicy, account_trust, parse_trust_policy
 from lakeward.errors import ConfigError, InvalidRequest, ResourceNotFound
 from lakeward.sqlstate import as_utc, open_engine, writer
 
 # A user with one of these managed policies (directly or through a group) is an
 # administrator; the last one cannot be removed, or nobody could manage IAM.
 ADMIN_POLICIES = frozenset({"AdministratorAccess"})
+
+# IAM's bounds for a role's MaxSessionDuration, and its default (one hour).
+MIN_SESSION_SECONDS = 900
+DEFAULT_SESSION_SECONDS = 3600
+MAX_SESSION_SECONDS = 12 * 3600
 
 _NAME = re.compile(r"[A-Za-z0-9+=,.@_-]+")
 _TABLES = {**PRINCIPALS, "policy": policies}
@@ -213,12 +220,52 @@ class Principals(CredentialOperations):
 
     # -- roles ----------------------------------------------------------------
 
-    def create_role(self, name: str, description: str = "") -> None:
+    def create_role(
+        self,
+        name: str,
+        description: str = "",
+        trust_policy: str | Mapping[str, Any] | None = None,
+        max_session_seconds: int = DEFAULT_SESSION_SECONDS,
+    ) -> None:
+        """A role; ``trust_policy`` says who may assume it (by default, whoever the
+        account's own policies allow ``sts:AssumeRole`` on it)."""
         _check_name("role", name)
+        trust = _trust_text(trust_policy)
+        _check_max_session(max_session_seconds)
         with self._change() as conn:
             _refuse_existing(conn, "role", name)
             values = {"name": name, "description": description, "created": datetime.now(UTC)}
             conn.execute(insert(roles).values(**values))
+            conn.execute(
+                insert(role_trust).values(
+                    role=name, document=trust, max_session_seconds=max_session_seconds
+                )
+            )
+
+    def update_assume_role_policy(self, role: str, document: str | Mapping[str, Any]) -> None:
+        """Replace the role's trust policy (IAM's UpdateAssumeRolePolicy)."""
+        trust = _trust_text(document)
+        with self._change() as conn:
+            require_principal(conn, "role", role)
+            found = conn.execute(select(role_trust.c.role).where(role_trust.c.role == role))
+            if found.first() is None:
+                conn.execute(
+                    insert(role_trust).values(
+                        role=role, document=trust, max_session_seconds=DEFAULT_SESSION_SECONDS
+                    )
+                )
+            else:
+                change = update(role_trust).where(role_trust.c.role == role)
+                conn.execute(change.values(document=trust))
+
+    def role_trust(self, role: str) -> tuple[TrustPolicy, int]:
+        """The role's trust policy and the longest session it grants, in seconds."""
+        with self.engine.connect() as conn:
+            require_principal(conn, "role", role)
+            row = conn.execute(select(role_trust).where(role_trust.c.role == role)).first()
+        if row is None:  # made before roles had trust policies: the account's default
+            return parse_trust_policy(account_trust()), DEFAULT_SESSION_SECONDS
+        return parse_trust_policy(row.document), int(row.max_session_seconds)
 
     def delete_role(self, name: str) -> None:
         """Its attachments and inline policies go with it (foreign keys cascade)."""
@@ -465,6 +512,19 @@ def _policy_query() -> Select[Any]:
         for t in ATTACHMENTS.values()
     ]
     return select(policies, (counts[0] + counts[1] + counts[2]).label("attachments"))
+
+
+def _trust_text(document: str | Mapping[str, Any] | None) -> str:
+    """A trust policy as JSON text, after it has been checked."""
+    return json.dumps(parse_trust_policy(account_trust() if document is None else document).source)
+
+
+def _check_max_session(seconds: int) -> None:
+    if not MIN_SESSION_SECONDS <= seconds <= MAX_SESSION_SECONDS:
+        raise InvalidRequest(
+            f"max session duration: {seconds} s is outside {MIN_SESSION_SECONDS} to "
+            f"{MAX_SESSION_SECONDS} s (IAM's bounds for MaxSessionDuration)"
+        )
 
 
 def _validated(document: str | Mapping[str, Any]) -> str:

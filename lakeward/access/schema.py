@@ -152,9 +152,34 @@ revoked_sessions = Table(
     Column("expires", Float, nullable=False, index=True),
 )
 
+# Who may assume a role (its trust policy, IAM's AssumeRolePolicyDocument). A role
+# without a row trusts the account: whoever its own policies allow sts:AssumeRole.
+role_trust = Table(
+    "iam_role_trust",
+    metadata,
+    Column("role", String(64), ForeignKey("iam_roles.name", ondelete="CASCADE"), primary_key=True),
+    Column("document", Text, nullable=False),
+    Column("max_session_seconds", Integer, nullable=False),
+)
+
+# Temporary credentials handed out by sts:AssumeRole. The secret is sealed like an
+# access key's; of the session token only a hash is kept. A row goes with its role,
+# when revoked, or once expired (pruned as new ones are issued).
+role_sessions = Table(
+    "iam_role_sessions",
+    metadata,
+    Column("key_id", String(32), primary_key=True),
+    Column("role", String(64), ForeignKey("iam_roles.name", ondelete="CASCADE"), index=True),
+    Column("session_name", String(64), nullable=False),
+    Column("secret", LargeBinary, nullable=False),
+    Column("token_hash", String(64), nullable=False),
+    Column("issued", DateTime(timezone=True), nullable=False),
+    Column("expires", DateTime(timezone=True), nullable=False, index=True),
+)
+
 # -- migrations -------------------------------------------------------------
 
-_LATER_TABLES = (revoked_sessions,)
+_LATER_TABLES = (revoked_sessions, role_trust, role_sessions)
 """Tables a later migration creates (so that ``_v1`` keeps its own layout)."""
 
 
@@ -170,7 +195,12 @@ def _v2(conn: Connection) -> None:
     revoked_sessions.create(conn)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2]
+def _v3(conn: Connection) -> None:
+    role_trust.create(conn)
+    role_sessions.create(conn)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
 LATEST = len(MIGRATIONS)
 
 # Any constant will do, as long as other lakeward stores pick different ones.

@@ -106,10 +106,58 @@ def remove_user_from_group(user: User, group: Group, data_dir: DataDir = None) -
     out.print(f"removed {user} from {group}")
 
 
+TrustPolicy = Annotated[
+    str | None,
+    typer.Option(
+        "--trust-policy",
+        help="Who may assume the role (sts:AssumeRole): a trust policy's JSON, or @file. "
+        "Default: whoever the account's own policies allow sts:AssumeRole on it",
+    ),
+]
+
+
 @iam_app.command("create-role")
-def create_role(role: Role, data_dir: DataDir = None) -> None:
-    iam_for(data_dir).create_role(role)
+def create_role(
+    role: Role,
+    trust_policy: TrustPolicy = None,
+    max_session: Annotated[
+        int, typer.Option("--max-session", help="Longest session AssumeRole grants, in seconds")
+    ] = 3600,
+    data_dir: DataDir = None,
+) -> None:
+    """Create a role: a set of policies that services act as and users may assume."""
+    document = None if trust_policy is None else _read_document(trust_policy)
+    iam_for(data_dir).create_role(role, document, max_session)
     out.print(f"created role {role}")
+
+
+@iam_app.command("update-assume-role-policy")
+def update_assume_role_policy(
+    role: Role,
+    trust_policy: Annotated[
+        str, typer.Option("--trust-policy", help="The trust policy's JSON, or @file")
+    ],
+    data_dir: DataDir = None,
+) -> None:
+    """Replace who may assume the role."""
+    iam_for(data_dir).update_assume_role_policy(role, _read_document(trust_policy))
+    out.print(f"updated the trust policy of role {role}")
+
+
+@iam_app.command("get-role")
+def get_role(role: Role, data_dir: DataDir = None) -> None:
+    """The role's trust policy and longest session, as JSON."""
+    trust, longest = iam_for(data_dir).role_trust(role)
+    out.print_json(
+        data={"RoleName": role, "AssumeRolePolicyDocument": trust, "MaxSessionDuration": longest}
+    )
+
+
+@iam_app.command("revoke-role-sessions")
+def revoke_role_sessions(role: Role, data_dir: DataDir = None) -> None:
+    """End every temporary credential of the role now (those from sts:AssumeRole)."""
+    count = iam_for(data_dir).revoke_role_sessions(role)
+    out.print(f"revoked {count} session(s) of role {role}")
 
 
 @iam_app.command("list-roles")

@@ -25,6 +25,7 @@ from lakeward.access import Authorizer
 from lakeward.access.arns import glue_arns
 from lakeward.errors import (
     AccessDenied,
+    ExpiredToken,
     InvalidRequest,
     LakewardError,
     MetastoreError,
@@ -159,6 +160,8 @@ def error_code(exc: Exception) -> str:
         return "AlreadyExistsException"
     if isinstance(exc, ConcurrentModification):
         return "ConcurrentModificationException"
+    if isinstance(exc, ExpiredToken):
+        return "ExpiredTokenException"
     if isinstance(exc, AccessDenied):
         return "AccessDeniedException"
     if isinstance(exc, (ResourceNotFound, TableNotFound)):

@@ -42,7 +42,7 @@ SIGNATURE_MISMATCH = (
 
 
 class Credentials(Protocol):
-    def secret_for(self, access_key_id: str) -> str | None:
+    def secret_for(self, access_key_id: str, session_token: str | None = None) -> str | None:
         """The secret access key of ``access_key_id``, or None if there is no such key."""
         ...
 
@@ -170,7 +170,8 @@ def authenticate(
         raise AccessDenied(f"Credential should be scoped to correct service: '{service}'.")
     _check_signed_headers(signed, headers)
 
-    secret = credentials.secret_for(key_id)
+    # Temporary credentials (sts:AssumeRole) sign with their session token beside them.
+    secret = credentials.secret_for(key_id, headers.get("x-amz-security-token"))
     if secret is None:
         raise AccessDenied(INVALID_TOKEN)
     _check_clock(request_time, now)

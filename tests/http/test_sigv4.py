@@ -22,8 +22,8 @@ REST = ", SignedHeaders=host;x-amz-date, Signature=" + "0" * 64
 
 
 class KeyPairs:
-    def secret_for(self, access_key_id: str) -> str | None:
-        return {KEY: SECRET}.get(access_key_id)
+    def secret_for(self, access_key_id: str, session_token: str | None = None) -> str | None:
+        return {KEY: SECRET}.get(access_key_id) if session_token is None else None
 
 
 def sign(

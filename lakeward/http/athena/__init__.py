@@ -27,6 +27,7 @@ from lakeward.access import (
 )
 from lakeward.errors import (
     AccessDenied,
+    ExpiredToken,
     InvalidRequest,
     LakewardError,
     MetadataNotFound,
@@ -226,6 +227,7 @@ _CLIENT_ERRORS: list[tuple[type[LakewardError], str]] = [
     (MetadataNotFound, "MetadataException"),
     (ResourceNotFound, "ResourceNotFoundException"),
     (TableNotFound, "ResourceNotFoundException"),
+    (ExpiredToken, "ExpiredTokenException"),
     (AccessDenied, "AccessDeniedException"),
     (TooManyRequests, "TooManyRequestsException"),
 ]

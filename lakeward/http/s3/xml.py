@@ -14,6 +14,7 @@ from xml.sax.saxutils import escape
 
 from lakeward.errors import (
     AccessDenied,
+    ExpiredToken,
     InvalidKey,
     InvalidRequest,
     LakewardError,
@@ -53,6 +54,8 @@ def s3_code(exc: Exception) -> tuple[int, str, str]:
         return 400, "InvalidArgument", exc.message
     if isinstance(exc, PreconditionFailed):
         return 412, "PreconditionFailed", exc.message
+    if isinstance(exc, ExpiredToken):
+        return 400, "ExpiredToken", exc.message
     if isinstance(exc, AccessDenied):
         message = exc.message
         if message == SIGNATURE_MISMATCH:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lakeward.access import arns
 from lakeward.errors import InvalidRequest
 from lakeward.query.model import TableRef
 
@@ -26,9 +27,8 @@ DEFAULT_CATALOG = "demo_hive_metastore"
 # The catalog every Athena tool assumes (the account's Glue catalog): lakeward's default,
 # unless a catalog of that name is registered.
 AWS_DATA_CATALOG = "awsdatacatalog"
-# lakeward has no accounts; STS reports this one, and Glue's CatalogId takes it for the
-# default catalog.
-ACCOUNT_ID = "000000000000"
+# STS reports lakeward's one account, and Glue's CatalogId takes it for the default catalog.
+ACCOUNT_ID = arns.ACCOUNT_ID
 
 
 @dataclass(frozen=True)
