@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Protocol
-from urllib.parse import quote, unquote_plus
+from urllib.parse import parse_qsl, quote, unquote_plus
 
-from botocore.auth import S3SigV4Auth, SigV4Auth
+from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth, SigV4Auth
 from botocore.awsrequest import AWSRequest, HTTPHeaders
 from botocore.credentials import Credentials as BotoCredentials
 
@@ -27,6 +27,15 @@ from lakeward.errors import AccessDenied, TooManyRequests
 
 SERVICE = "athena"
 MAX_SKEW = timedelta(minutes=5)
+MAX_PRESIGNED_SECONDS = 7 * 24 * 3600  # S3's limit on X-Amz-Expires
+_PRESIGN_PARAMS = (
+    "X-Amz-Algorithm",
+    "X-Amz-Credential",
+    "X-Amz-Signature",
+    "X-Amz-Date",
+    "X-Amz-SignedHeaders",
+    "X-Amz-Expires",
+)
 _AMZ_DATE = "%Y%m%dT%H%M%SZ"
 _ALGORITHM = "AWS4-HMAC-SHA256"
 _AUTH_PARAM = re.compile(r"\s*(Credential|SignedHeaders|Signature)=([^,\s]*)\s*(?:,|$)")
@@ -159,6 +168,8 @@ def authenticate(
     is only read where no hash is declared. ``headers`` must have lower-case names.
     """
     now = now or datetime.now(UTC)
+    if "authorization" not in headers and "X-Amz-Credential=" in query:
+        return _authenticate_presigned(method, path, query, headers, credentials, service, now)
     key_id, date, region, scoped, signed, given = _parse_authorization(headers.get("authorization"))
     request_time, timestamp = _request_time(headers)
     if date != timestamp[:8]:
@@ -182,6 +193,94 @@ def authenticate(
         raise AccessDenied(SIGNATURE_MISMATCH)
     scope = f"{date}/{region}/{service}/aws4_request"
     return Signed(key_id, secret, timestamp, scope, given, request_time)
+
+
+def _authenticate_presigned(
+    method: str,
+    path: str,
+    query: str,
+    headers: Mapping[str, str],
+    credentials: Credentials,
+    service: str,
+    now: datetime,
+) -> Signed:
+    """A presigned URL: the signature and its scope travel in the query string
+    (``X-Amz-Signature`` and friends), the payload is unsigned, and the URL is good for
+    ``X-Amz-Expires`` seconds from ``X-Amz-Date``."""
+    params = dict(parse_qsl(query, keep_blank_values=True))
+    missing = [name for name in _PRESIGN_PARAMS if not params.get(name)]
+    if missing:
+        raise AccessDenied(
+            "Query-string authentication version 4 requires the X-Amz-Algorithm, "
+            "X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and "
+            f"X-Amz-Expires parameters (missing: {', '.join(missing)})."
+        )
+    if params["X-Amz-Algorithm"] != _ALGORITHM:
+        raise AccessDenied(f'X-Amz-Algorithm only supports "{_ALGORITHM}"')
+    key_id, date, region, scoped = _parse_scope(params["X-Amz-Credential"])
+    timestamp = params["X-Amz-Date"]
+    try:
+        request_time = datetime.strptime(timestamp, _AMZ_DATE).replace(tzinfo=UTC)
+    except ValueError:
+        raise AccessDenied(
+            f"X-Amz-Date must be in the ISO8601 Long Format, not '{timestamp}'"
+        ) from None
+    expires = params["X-Amz-Expires"]
+    if not expires.isdigit() or not 0 < int(expires) <= MAX_PRESIGNED_SECONDS:
+        raise AccessDenied(
+            f"X-Amz-Expires must be less than a week (in seconds) that is "
+            f"{MAX_PRESIGNED_SECONDS}, and more than 0, not '{expires}'"
+        )
+    if date != timestamp[:8]:
+        raise AccessDenied(
+            f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
+            f"from HTTP: '{date}' != '{timestamp[:8]}', from '{timestamp}'."
+        )
+    if scoped != service:
+        raise AccessDenied(f"Credential should be scoped to correct service: '{service}'.")
+    signed = params["X-Amz-SignedHeaders"].split(";")
+    _check_signed_headers(signed, headers)
+    given = params["X-Amz-Signature"]
+    if not _SIGNATURE.fullmatch(given):
+        raise AccessDenied(SIGNATURE_MISMATCH)
+    secret = credentials.secret_for(key_id, params.get("X-Amz-Security-Token"))
+    if secret is None:
+        raise AccessDenied(INVALID_TOKEN)
+    if request_time > now + MAX_SKEW:
+        raise AccessDenied("Request is not valid yet")
+    if now > request_time + timedelta(seconds=int(expires)):
+        raise AccessDenied("Request has expired")
+    # Signed is everything in the query but the signature itself.
+    unsigned = "&".join(
+        pair for pair in query.split("&") if pair and not pair.startswith("X-Amz-Signature=")
+    )
+    url = f"http://{headers['host']}{path}?{_canonical_query(unsigned)}"
+    request = AWSRequest(method=method, url=url, headers={name: headers[name] for name in signed})
+    signer = _AsPresignedS3(BotoCredentials(key_id, secret), service, region)
+    request.context["timestamp"] = timestamp
+    canonical = signer.canonical_request(request)
+    expected = signer.signature(signer.string_to_sign(request, canonical), request)
+    if not hmac.compare_digest(expected, given):
+        raise AccessDenied(SIGNATURE_MISMATCH)
+    scope = f"{date}/{region}/{service}/aws4_request"
+    return Signed(key_id, secret, timestamp, scope, given, request_time)
+
+
+def _parse_scope(credential: str) -> tuple[str, str, str, str]:
+    """(key id, date, region, service) of a credential scope."""
+    scope = credential.split("/")
+    if len(scope) != 5 or not all(scope):
+        raise AccessDenied(
+            "Credential should be of the form <key id>/<date>/<region>/<service>/aws4_request,"
+            f" not '{credential}'."
+        )
+    key_id, date, region, service, terminator = scope
+    if terminator != "aws4_request":
+        raise AccessDenied(
+            f"Credential should be scoped with a valid terminator: 'aws4_request', "
+            f"not '{terminator}'."
+        )
+    return key_id, date, region, service
 
 
 def _parse_authorization(
@@ -210,18 +309,7 @@ def _parse_authorization(
             " ".join(f"Authorization header requires '{p}' parameter." for p in missing)
             + f" Authorization={header}"
         )
-    scope = params["Credential"].split("/")
-    if len(scope) != 5 or not all(scope):
-        raise AccessDenied(
-            "Credential should be of the form <key id>/<date>/<region>/<service>/aws4_request,"
-            f" not '{params['Credential']}'."
-        )
-    key_id, date, region, service, terminator = scope
-    if terminator != "aws4_request":
-        raise AccessDenied(
-            f"Credential should be scoped with a valid terminator: 'aws4_request', "
-            f"not '{terminator}'."
-        )
+    key_id, date, region, service = _parse_scope(params["Credential"])
     if not _SIGNATURE.fullmatch(params["Signature"]):
         raise AccessDenied(SIGNATURE_MISMATCH)
     signed = params["SignedHeaders"].split(";")
@@ -335,3 +423,7 @@ class _AsSigned(SigV4Auth):  # type: ignore[misc]
 
 class _AsSignedS3(_AsSigned, S3SigV4Auth):  # type: ignore[misc]
     pass
+
+
+class _AsPresignedS3(_AsSigned, S3SigV4QueryAuth):  # type: ignore[misc]
+    """A presigned URL's signer: S3's path as sent, the payload unsigned."""

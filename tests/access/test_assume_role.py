@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -261,8 +263,17 @@ def test_expired_and_revoked_credentials_stop_working(
     )["Credentials"]
     s3 = client("s3", url, live)
     assert s3.list_objects_v2(Bucket=BUCKET)["KeyCount"] == 1
+    # A presigned URL made with them carries the session token, and lives no longer.
+    presigned = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": BUCKET, "Key": "covid/deaths.csv"}
+    )
+    assert "Security-Token=" in presigned or "security-token=" in presigned
+    assert urllib.request.urlopen(presigned, timeout=30).read() == b"country,deaths\nItaly,35724\n"
     assert principals.revoke_role_sessions(READER) >= 1
     assert code_of(s3.list_objects_v2, Bucket=BUCKET) == "InvalidAccessKeyId"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(presigned, timeout=30)
+    assert refused.value.code == 403
 
 
 def test_the_aws_cli_assumes_a_role_from_its_profile(

@@ -32,6 +32,7 @@ from lakeward.access import current_context, current_principal, current_request_
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
 from lakeward.http.s3.operations import Call, Operations
+from lakeward.http.s3.sigv2 import authenticate_presigned_v2, is_presigned_v2
 from lakeward.http.s3.xml import S3Error, error_document, s3_code
 from lakeward.http.sigv4 import authenticate
 from lakeward.storage import Storage, load_storage
@@ -45,13 +46,28 @@ _S3_SCOPE = re.compile(rb"Credential=[^/,\s]+/\d{8}/[^/,\s]+/s3/aws4_request")
 _log = logging.getLogger(__name__)
 
 
+def _signs_a_url(param: str) -> bool:
+    """A query parameter of a presigned URL's signature (of either version), not of the
+    operation: version 2 carries the signed header values there too."""
+    lower = param.lower()
+    return lower.startswith("x-amz-") or lower in _PRESIGN_V2_PARAMS
+
+
+_PRESIGN_V2_PARAMS = frozenset(
+    {"awsaccesskeyid", "signature", "expires", "content-md5", "content-type"}
+)
+
+
 def signed_for_s3(scope: Scope) -> bool:
     """Whether an HTTP request is signed for S3 (header or query string)."""
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             return bool(_S3_SCOPE.search(value))
     query = scope.get("query_string", b"")
-    return b"X-Amz-Credential=" in query and b"%2Fs3%2Faws4_request" in query
+    if b"X-Amz-Credential=" in query and b"%2Fs3%2Faws4_request" in query:
+        return True
+    # A presigned URL of signature version 2 (boto3's default for S3).
+    return all(name in query for name in (b"AWSAccessKeyId=", b"Signature=", b"Expires="))
 
 
 class S3Dispatch:
@@ -92,26 +108,25 @@ class S3Endpoint:
     async def _handle(self, request: Request, path: str, request_id: str) -> Response:
         headers = {name.lower(): value for name, value in request.headers.items()}
         query = request.scope.get("query_string", b"").decode("latin-1")
-        if "X-Amz-Credential=" in query:
-            raise S3Error(
-                "NotImplemented",
-                "Presigned URLs (query-string authentication) are not supported by "
-                "lakeward's S3 endpoint; sign the request's headers",
-                501,
-            )
-        if "x-amz-content-sha256" not in headers:
+        presigned_v2 = is_presigned_v2(headers, query)
+        presigned = presigned_v2 or (
+            "authorization" not in headers and "X-Amz-Credential=" in query
+        )
+        if "x-amz-content-sha256" not in headers and not presigned:
             raise S3Error(
                 "InvalidRequest", "Missing required header for this request: x-amz-content-sha256"
             )
-        signed = await run_in_threadpool(
-            authenticate,
-            request.method,
-            path,
-            query,
-            headers,
-            self.access,
-            service="s3",
-        )
+        if presigned_v2:
+            signed = await run_in_threadpool(
+                authenticate_presigned_v2, request.method, path, query, headers, self.access
+            )
+        else:
+            signed = await run_in_threadpool(
+                authenticate, request.method, path, query, headers, self.access, service="s3"
+            )
+        if presigned:
+            # A presigned URL signs no payload: what it uploads is taken as sent.
+            headers.setdefault("x-amz-content-sha256", "UNSIGNED-PAYLOAD")
         current_principal.set(signed.key_id)
         current_request_id.set(request_id)
         current_source.set("s3-api")
@@ -124,6 +139,8 @@ class S3Endpoint:
         )
         bucket, _, key = unquote(path).lstrip("/").partition("/")
         params = dict(parse_qsl(query, keep_blank_values=True))
+        if presigned:  # the signature's parameters are not the operation's
+            params = {k: v for k, v in params.items() if not _signs_a_url(k)}
         call = Call(request, request.method, bucket, key, params, headers, signed)
         return await self.operations.dispatch(call)
 
