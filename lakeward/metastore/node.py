@@ -131,12 +131,15 @@ class MetastoreNode:
             # moments ago, its JVM still loading) or slow to answer on a loaded machine.
             try:
                 self.wait_ready()
+                return False
             except StackError as exc:
-                raise StackError(
-                    f"{self.process.name} is running but does not answer on {self.uri}; "
-                    f"restart it: lakeward metastore heal. {exc.message}"
-                ) from None
-            return False
+                if self.process.pid() is not None:
+                    raise StackError(
+                        f"{self.process.name} is running but does not answer on {self.uri}; "
+                        f"restart it: lakeward metastore heal. {exc.message}"
+                    ) from None
+            # It died while we waited (killed, or crashed while starting): start it
+            # afresh, as for a node found dead.
         self._check_port()
         java = find_java(self.settings.metastore.java_home)
         self.backend.check()

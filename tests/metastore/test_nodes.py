@@ -160,6 +160,26 @@ def test_heal_restarts_a_killed_node(cluster: Cluster) -> None:
     assert "every node is healthy" in again.stdout
 
 
+def test_a_node_that_dies_while_awaited_is_started_afresh(cluster: Cluster) -> None:
+    """A heal that finds a node running but silent waits for it; if the node dies
+    meanwhile (killed again, as under chaos), the heal starts it rather than failing."""
+    node = MetastoreNode(cluster.settings, 2)
+    pid = node.process.pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # running, but it answers nothing
+    killer = threading.Timer(3.0, os.kill, args=(pid, signal.SIGKILL))
+    killer.start()
+    try:
+        assert node.launch() is True  # found dead after the wait: launched again
+        node.wait_ready()
+    finally:
+        killer.cancel()
+    new_pid = node.process.pid()
+    assert new_pid is not None and new_pid != pid
+    with MetastoreClient([node.uri], rounds=1) as client:
+        assert "default" in client.databases()
+
+
 def test_failover_pins_clients_to_a_node(cluster: Cluster) -> None:
     before = metastore_uris(load_settings(data_dir=cluster.data_dir, env={}))
     assert before == [
