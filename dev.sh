@@ -208,7 +208,8 @@ case "$task" in
     # The tests that need no Spark run in parallel; those that share the session's
     # stack (metastore, ETL, server), and those marked serial, after them in one process.
     run_pytest -n "${LAKEWARD_TEST_WORKERS:-auto}" -m "not spark and not serial" "$@"
-    run_pytest -m "spark or serial" "$@"
+    # The slowest tests are listed at the end: the Spark phase sets the suite's length.
+    run_pytest -m "spark or serial" --durations=40 "$@"
     [ "$collected" = 1 ] || { echo "dev.sh: no tests were collected" >&2; exit 5; }
     ;;
   bench) install_all; for b in bench/*.py; do "$VENV/bin/python" "$b"; done ;;

@@ -33,6 +33,11 @@ def _start_ticks(pid: int) -> str | None:
     return fields[19]
 
 
+def is_running(pid: int) -> bool:
+    """Whether a process with this pid is alive (not exited, not a zombie)."""
+    return _start_ticks(pid) is not None
+
+
 def port_is_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -136,6 +136,16 @@ class Supervisor:
             relay.close()
             background.stop()
             queries.close()
+            self._forget()
+
+    def _forget(self) -> None:
+        """Remove the workers file, if it is still ours: a supervisor started since (a
+        restart while this one was stopping) has written its own, which must stay."""
+        try:
+            owner = json.loads(self._file.read_text()).get("supervisor")
+        except (OSError, ValueError, AttributeError):
+            return
+        if owner == os.getpid():
             self._file.unlink(missing_ok=True)
 
     def _stop(self, _signum: int, _frame: FrameType | None) -> None:
@@ -249,6 +259,6 @@ class Supervisor:
             "spare": self.spare.pid if self.spare is not None else None,
         }
         self._file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._file.with_suffix(".tmp")
+        tmp = self._file.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(record, indent=2))
         tmp.replace(self._file)

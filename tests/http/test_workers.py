@@ -26,7 +26,7 @@ from lakeward.access.control import AccessControl
 from lakeward.config import Settings, load_settings
 from lakeward.erasure.realtime.status import read_status
 from lakeward.erasure.realtime.webhook import webhook_token
-from lakeward.http.supervisor import read_workers
+from lakeward.http.supervisor import WORKERS_FILE, Supervisor, read_workers
 from lakeward.http.worker import WORKER_HEADER
 from lakeward.process import free_port
 from lakeward.stack import Stack, write_state
@@ -402,3 +402,19 @@ def test_a_worker_application_runs_no_background_service(tmp_path: Path) -> None
     with TestClient(create_app(settings)):
         assert running() == sorted(BACKGROUND_THREADS)
     wait_for(lambda: running() == [], 30, "the background threads to stop")
+
+
+def test_a_stopping_supervisor_leaves_a_newer_supervisors_workers_file(tmp_path: Path) -> None:
+    """A restart can start the next supervisor before the last one has finished
+    stopping: the one stopping removes the workers file only if it wrote it."""
+    settings = load_settings(data_dir=tmp_path / "data", env={})
+    stopping = Supervisor(settings, free_port("127.0.0.1", 19950))
+    stopping._write()
+    assert read_workers(settings) == []  # no worker yet, but the file is the stopping one's
+    newer = {"supervisor": os.getpid() + 1, "port": 1, "workers": [{"index": 1, "pid": 2}]}
+    (settings.data_dir / "run" / WORKERS_FILE).write_text(json.dumps(newer))
+    stopping._forget()
+    assert read_workers(settings) == newer["workers"]
+    stopping._write()
+    stopping._forget()
+    assert not (settings.data_dir / "run" / WORKERS_FILE).exists()

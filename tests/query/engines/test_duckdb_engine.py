@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from lakeward.metastore.tables import Column
 from lakeward.query.engines import duckdb as duckdb_engine
 from lakeward.query.engines.base import EngineResult, Limits, ResolvedTable
 from lakeward.query.engines.duckdb import DuckDbEngine
+from lakeward.query.engines.duckdb.pool import ConnectionPool
 from lakeward.query.model import TableRef
 from lakeward.query.types import athena_type, athena_type_of_duckdb
 from lakeward.storage.arrow import S3Options
@@ -429,3 +431,26 @@ def test_the_pool_keeps_a_bounded_number_of_connections(lake: Path) -> None:
     assert pool.take([str(lake / "other")], Limits()) in taken  # the most recent one kept
     pool.close()
     assert all(not c.spill.exists() for c in taken if c not in idle)
+
+
+def test_spill_directories_of_killed_processes_are_swept(tmp_path: Path) -> None:
+    """A process killed mid-query leaves its spill directory; the next pool that spills
+    there removes it, and leaves the directories of live processes alone."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    spill = tmp_path / "spill"
+    orphan = spill / f"duckdb-{gone.pid}-7f00-1"
+    (orphan / "duckdb_temp_storage-0.tmp").parent.mkdir(parents=True)
+    (orphan / "duckdb_temp_storage-0.tmp").write_bytes(b"x" * 1024)
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        kept = spill / f"duckdb-{alive.pid}-7f00-1"
+        kept.mkdir()
+        pool = ConnectionPool()
+        connection = pool.take([str(tmp_path)], Limits(spill_directory=str(spill)))
+        assert not orphan.exists() and kept.exists()
+        pool.give(connection)
+        pool.close()
+    finally:
+        alive.kill()
+        alive.wait()

@@ -29,6 +29,7 @@ from typing import Any
 import duckdb
 
 from lakeward.errors import QueryFailed
+from lakeward.process import is_running
 from lakeward.query.engines.base import Limits
 from lakeward.query.engines.duckdb.scanned import sql_literal
 from lakeward.query.translate.duckdb import FUNCTIONS, MACROS
@@ -120,9 +121,11 @@ class ConnectionPool:
     def _open(self, key: Key) -> Connection:
         name = f"duckdb-{os.getpid()}-{id(self):x}-{next(self._serial)}"
         if key.limits.spill_directory:
+            sweep_orphan_spills(Path(key.limits.spill_directory), "duckdb-")
             spill = Path(key.limits.spill_directory) / name
             spill.mkdir(parents=True, exist_ok=True)
         else:
+            sweep_orphan_spills(Path(tempfile.gettempdir()), "lakeward-spill-duckdb-")
             spill = Path(tempfile.mkdtemp(prefix=f"lakeward-spill-{name}-"))
         config: dict[str, str | bool | int | float | list[str]] = {
             "memory_limit": key.limits.memory_limit,
@@ -145,6 +148,28 @@ class ConnectionPool:
             shutil.rmtree(spill, ignore_errors=True)
             raise QueryFailed(f"could not start DuckDB: {exc}") from None
         return Connection(con, key, spill, functions=functions)
+
+
+_swept: set[tuple[Path, str]] = set()
+_swept_lock = threading.Lock()
+
+
+def sweep_orphan_spills(directory: Path, prefix: str) -> None:
+    """Remove the spill directories of processes that are gone (killed before they could
+    clean up), once per directory and process. A spill directory's name carries the pid
+    of the process that made it: ``<prefix><pid>-...``."""
+    with _swept_lock:
+        if (directory, prefix) in _swept:
+            return
+        _swept.add((directory, prefix))
+    try:
+        entries = list(directory.glob(f"{prefix}*"))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name.removeprefix(prefix).partition("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not is_running(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, directories: tuple[str, ...]) -> None:
