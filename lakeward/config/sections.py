@@ -106,6 +106,12 @@ class MetastoreSettings(_Section):
         description="Seconds after which a table lock whose writer died is released (Iceberg "
         "commits hold one without heartbeats, for well under a second)",
     )
+    change_log_retention: int = Field(
+        default=86400,
+        ge=10,
+        description="Seconds the metastore keeps its change log (NOTIFICATION_LOG) events; "
+        "older ones are pruned, and a cache that missed them refills",
+    )
     java_home: str | None = None
 
     @field_validator("nodes")

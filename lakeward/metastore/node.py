@@ -220,6 +220,8 @@ class MetastoreNode:
             "hive.metastore.transactional.event.listeners": CHANGE_LISTENER,
             # A commit's lock whose writer died is released after this (launcher/DeadLocks).
             "hive.txn.timeout": f"{settings.metastore.lock_timeout}s",
+            # Change log events older than this are pruned (launcher/OldChanges.java).
+            "lakeward.changes.retention": str(settings.metastore.change_log_retention),
         }
         if not properties.get("javax.jdo.option.ConnectionPassword"):
             properties["lakeward.metastore.password.empty"] = "true"  # see BoundMetastore

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pymetastore.hive_metastore import ttypes as hive
 
 from lakeward.config import Settings, load_settings
 from lakeward.metastore import MetastoreClient
@@ -48,8 +49,14 @@ class Cluster:
         return self.settings.data_dir
 
 
+CHANGE_LOG_RETENTION = 15  # seconds: short, so that the pruning test sees it work
+
+
 def stack_settings(data_dir: Path, engine: str, url: str, nodes: int = NODES) -> Settings:
-    env = metastore_env(engine, url, nodes)
+    env = {
+        **metastore_env(engine, url, nodes),
+        "LAKEWARD_METASTORE__CHANGE_LOG_RETENTION": str(CHANGE_LOG_RETENTION),
+    }
     return pin_settings(load_settings(data_dir=data_dir, env=env))
 
 
@@ -178,6 +185,26 @@ def test_a_node_that_dies_while_awaited_is_started_afresh(cluster: Cluster) -> N
     assert new_pid is not None and new_pid != pid
     with MetastoreClient([node.uri], rounds=1) as client:
         assert "default" in client.databases()
+
+
+def test_the_change_log_is_pruned_past_its_retention(cluster: Cluster, tmp_path: Path) -> None:
+    uris = metastore_uris(cluster.settings)
+    everything = hive.NotificationEventRequest(lastEvent=0, maxEvents=1_000_000)
+    with MetastoreClient(uris) as client:
+        client.create_database("pruned_later", (tmp_path / "pruned_later").as_uri())
+
+        def logged() -> set[str]:
+            return {e.dbName for e in client.raw_read("get_next_notification", everything).events}
+
+        assert "pruned_later" in logged()
+        current = client.raw_read("get_current_notificationEventId").eventId
+        deadline = time.monotonic() + CHANGE_LOG_RETENTION + 45
+        while "pruned_later" in logged():
+            assert time.monotonic() < deadline, "the change log was not pruned"
+            time.sleep(1)
+        # Pruning removes events, never the count: a client that looked before sees a gap.
+        assert client.raw_read("get_current_notificationEventId").eventId >= current
+        assert "pruned_later" in client.databases()
 
 
 def test_failover_pins_clients_to_a_node(cluster: Cluster) -> None:

@@ -48,6 +48,7 @@ public final class BoundMetastore {
         markRemote();
         LockTables.ensure(conf);
         DeadLocks.startSweeping(conf);
+        OldChanges.startPruning(conf);
 
         // Bind before connecting to the database: a taken port fails at once.
         TServerSocket socket = new TServerSocket(address);

@@ -22,9 +22,17 @@ CHANGE_LISTENER = "ChangeLog"
 LAKE_FILE_SYSTEM = "LakeFileSystem"
 LOCK_TABLES = "LockTables"  # the tables Iceberg's commits lock in, made if missing
 DEAD_LOCKS = "DeadLocks"  # releases the locks of writers that died in a commit
+OLD_CHANGES = "OldChanges"  # prunes the change log past metastore.change_log_retention
 SOURCES = [
     Path(__file__).with_name(f"{name}.java")
-    for name in (LAUNCHER_CLASS, CHANGE_LISTENER, LAKE_FILE_SYSTEM, LOCK_TABLES, DEAD_LOCKS)
+    for name in (
+        LAUNCHER_CLASS,
+        CHANGE_LISTENER,
+        LAKE_FILE_SYSTEM,
+        LOCK_TABLES,
+        DEAD_LOCKS,
+        OLD_CHANGES,
+    )
 ]
 JDK_HINT = (
     "install a JDK with: sudo apt-get install -y openjdk-17-jdk-headless (./dev.sh install does)"
