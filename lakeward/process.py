@@ -7,6 +7,7 @@ recycled pid is never mistaken for ours and never killed.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -31,6 +32,25 @@ def _start_ticks(pid: int) -> str | None:
         _reap(pid)
         return None
     return fields[19]
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def exit_cause(returncode: int) -> str:
+    """How a child process ended, in words (its return code as ``Popen`` gives it)."""
+    if returncode < 0:
+        return f"was killed by signal {-returncode} ({signal.Signals(-returncode).name})"
+    return f"exited with code {returncode}"
+
+
+def die_with_parent() -> None:
+    """Have the kernel send this process SIGTERM when its parent dies (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the parent's stop still ends us
+        pass
 
 
 def is_running(pid: int) -> bool:

@@ -121,7 +121,7 @@ def serve(
     """Run the HTTP server in the foreground (`up` runs it in the background)."""
     import logging
 
-    from lakeward.http.supervisor import Supervisor
+    from lakeward.http.keeper import Keeper
     from lakeward.stack import SERVER_PORT
 
     settings = settings_for(
@@ -129,7 +129,7 @@ def serve(
         overrides={"server.host": host, "server.port": port, "server.workers": workers},
     )
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
-    Supervisor(settings, settings.server.port or SERVER_PORT).run()
+    Keeper(settings, settings.server.port or SERVER_PORT).run()
 
 
 @etl_app.command("covid")

@@ -1,6 +1,7 @@
 """``lakeward serve``: several worker processes behind one port, under a supervisor.
 
-The supervisor binds the port once and hands the listening socket to
+The supervisor takes the listening socket from the keeper (keeper.py, which binds
+the port once and restarts a supervisor that dies) and hands it to
 ``server.workers`` worker processes (worker.py, one uvicorn each); the kernel
 spreads connections among them, so one Python process (one GIL) no longer caps
 the server. It also:
@@ -32,6 +33,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from lakeward.config import Settings
+from lakeward.process import die_with_parent, exit_cause
 
 if TYPE_CHECKING:  # `lakeward status` reads the workers without loading the server
     from lakeward.http.relay import RelayServer
@@ -82,12 +84,6 @@ def read_workers(settings: Settings) -> list[dict[str, object]]:
     return workers
 
 
-def _cause(returncode: int) -> str:
-    if returncode < 0:
-        return f"was killed by signal {-returncode} ({signal.Signals(-returncode).name})"
-    return f"exited with code {returncode}"
-
-
 class Supervisor:
     """Keeps ``server.workers`` workers serving, and one spare ready to replace a dead one.
 
@@ -96,9 +92,12 @@ class Supervisor:
     place is taken again within ``CHECK`` s plus whatever the spare still had to do.
     """
 
-    def __init__(self, settings: Settings, port: int) -> None:
+    def __init__(
+        self, settings: Settings, port: int, listener: socket.socket | None = None
+    ) -> None:
         self.settings = settings
         self.port = port
+        self.listener = listener
         self.count = worker_count(settings)
         self.slots: list[Slot] = []
         self.spare: Process | None = None
@@ -112,7 +111,9 @@ class Supervisor:
         from lakeward.http.relay import RelayServer
         from lakeward.query.service import QueryService
 
-        listener = socket.create_server((self.settings.server.host, self.port), backlog=2048)
+        listener = self.listener or socket.create_server(
+            (self.settings.server.host, self.port), backlog=2048
+        )
         listener.set_inheritable(True)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
@@ -193,7 +194,7 @@ class Supervisor:
             changed = False
             if self.spare is not None and self.spare.popen.poll() is not None:
                 end_process(
-                    queries.store, self.spare.process_id, _cause(self.spare.popen.returncode)
+                    queries.store, self.spare.process_id, exit_cause(self.spare.popen.returncode)
                 )
                 self.spare = self._launch(listener, relay)
             for slot in self.slots:
@@ -206,7 +207,7 @@ class Supervisor:
                 slot.restarts += 1
                 self.spare = None
                 self._write()
-                cause = _cause(code)
+                cause = exit_cause(code)
                 failed = end_process(queries.store, dead.process_id, cause)
                 log.error(
                     "worker %d (pid %d) %s; %d of its queries failed; replaced by pid %d",
@@ -262,3 +263,17 @@ class Supervisor:
         tmp = self._file.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(record, indent=2))
         tmp.replace(self._file)
+
+
+def main() -> None:
+    """A supervisor started by the keeper: its configuration comes on stdin."""
+    die_with_parent()  # a keeper killed takes the server down, for `lakeward up` to restart
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    config = json.loads(sys.stdin.readline())
+    settings = Settings.model_validate({**config["settings"], "data_dir": config["data_dir"]})
+    listener = socket.socket(fileno=config["fd"])
+    Supervisor(settings, config["port"], listener).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -10,10 +10,8 @@ killed supervisor never leaves workers serving on their own.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -25,9 +23,9 @@ import uvicorn
 from lakeward.config import Settings
 from lakeward.http import create_app
 from lakeward.http.relay import RelayClient
+from lakeward.process import die_with_parent
 
 WORKER_HEADER = "x-lakeward-worker"
-_PR_SET_PDEATHSIG = 1
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -54,16 +52,8 @@ def tag_responses(app: Asgi, pid: int) -> Asgi:
     return tagged
 
 
-def _die_with_parent() -> None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):  # not Linux: the supervisor's stop still ends us
-        pass
-
-
 def main() -> None:
-    _die_with_parent()
+    die_with_parent()
     config = json.loads(sys.stdin.readline())
     settings = Settings.model_validate({**config["settings"], "data_dir": Path(config["data_dir"])})
     relay = RelayClient(config["relay"], bytes.fromhex(config["key"]))

@@ -418,3 +418,33 @@ def test_a_stopping_supervisor_leaves_a_newer_supervisors_workers_file(tmp_path:
     stopping._write()
     stopping._forget()
     assert not (settings.data_dir / "run" / WORKERS_FILE).exists()
+
+
+def test_the_server_comes_back_by_itself_when_its_supervisor_is_killed(server: Settings) -> None:
+    """The keeper restarts a killed supervisor on the same socket; connections made
+    meanwhile wait and are answered. (Last in the module: it replaces every worker.)"""
+    before = _supervisor_record(server)
+    client = athena(server)
+    os.kill(before["supervisor"], signal.SIGKILL)
+    killed = time.monotonic()
+    # Requests made meanwhile are answered: by an old worker finishing what it accepted
+    # before its SIGTERM, or by a new one after waiting in the socket's backlog.
+    old_workers = {w["pid"] for w in before["workers"]}
+    while worker_of(athena(server).list_work_groups()) in old_workers:
+        assert time.monotonic() - killed < 60, "no new worker answered within 60 s"
+    back = time.monotonic() - killed
+    print(f"\na new worker answered {back:.2f} s after the supervisor was killed")
+    wait_for(
+        lambda: (
+            _supervisor_record(server)["supervisor"] != before["supervisor"]
+            and all(w["state"] == "running" for w in read_workers(server))
+        ),
+        120,
+        "a new supervisor's workers",
+    )
+    # Queries run again, from a client whose connection the old workers had.
+    started = client.start_query_execution(QueryString="SELECT 40 + 2")["QueryExecutionId"]
+    assert wait_done(client, started)["State"] == "SUCCEEDED"
+    assert client.get_query_results(QueryExecutionId=started)["ResultSet"]["Rows"][1] == {
+        "Data": [{"VarCharValue": "42"}]
+    }

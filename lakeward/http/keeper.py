@@ -1,0 +1,93 @@
+"""``lakeward serve``'s outermost process: it binds the server's port once and keeps a
+supervisor (supervisor.py) running on it.
+
+A supervisor killed or crashed takes its workers with it (they die with their
+parent); the keeper starts another at once on the same listening socket, so
+connections made meanwhile wait in the socket's backlog instead of being refused,
+and the server answers again as soon as the new workers have started. A supervisor
+that keeps dying right after starting is restarted less and less often (up to every
+``MAX_DELAY`` s), with the cause in the server's log.
+
+The keeper does nothing else, so that there is as little as possible to go wrong in
+the one process nothing restarts. Stopping it (SIGTERM or SIGINT, as ``lakeward
+down`` does) stops the supervisor, which stops its workers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from types import FrameType
+
+from lakeward.config import Settings
+from lakeward.process import exit_cause
+
+log = logging.getLogger(__name__)
+
+FIRST_DELAY = 0.1
+"""Seconds before a dead supervisor's replacement starts."""
+MAX_DELAY = 30.0
+STEADY = 30.0
+"""A supervisor that lived this long died by accident, not by a fault it will meet again."""
+
+
+class Keeper:
+    def __init__(self, settings: Settings, port: int) -> None:
+        self.settings = settings
+        self.port = port
+        self.restarts = 0
+        self._stopping = threading.Event()
+        self._child: subprocess.Popen[bytes] | None = None
+
+    def run(self) -> None:
+        listener = socket.create_server((self.settings.server.host, self.port), backlog=2048)
+        listener.set_inheritable(True)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._stop)
+        failures = 0
+        try:
+            while not self._stopping.is_set():
+                started = time.monotonic()
+                self._child = self._start(listener)
+                code = self._child.wait()
+                if self._stopping.is_set():
+                    break
+                failures = failures + 1 if time.monotonic() - started < STEADY else 1
+                delay = min(MAX_DELAY, FIRST_DELAY * 2 ** (failures - 1))
+                log.warning(
+                    "the supervisor %s; starting another in %.1f s", exit_cause(code), delay
+                )
+                self.restarts += 1
+                self._stopping.wait(delay)
+        finally:
+            listener.close()
+
+    def _start(self, listener: socket.socket) -> subprocess.Popen[bytes]:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "lakeward.http.supervisor"],
+            stdin=subprocess.PIPE,
+            pass_fds=[listener.fileno()],
+        )
+        config = {
+            "data_dir": str(self.settings.data_dir),
+            "settings": self.settings.to_raw(),
+            "fd": listener.fileno(),
+            "port": self.port,
+        }
+        assert child.stdin is not None
+        # On stdin, not argv: the settings hold the API's secret.
+        child.stdin.write(json.dumps(config).encode() + b"\n")
+        child.stdin.close()
+        return child
+
+    def _stop(self, signum: int, _frame: FrameType | None) -> None:
+        self._stopping.set()
+        child = self._child
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
