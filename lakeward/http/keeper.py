@@ -26,6 +26,7 @@ import time
 from types import FrameType
 
 from lakeward.config import Settings
+from lakeward.errors import StackError
 from lakeward.process import exit_cause
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,14 @@ class Keeper:
         self._child: subprocess.Popen[bytes] | None = None
 
     def run(self) -> None:
-        listener = socket.create_server((self.settings.server.host, self.port), backlog=2048)
+        host = self.settings.server.host
+        try:
+            listener = socket.create_server((host, self.port), backlog=2048)
+        except OSError as exc:
+            raise StackError(
+                f"cannot listen on {host}:{self.port}: {exc.strerror}; if another process has "
+                "the port, choose another with server.port (or LAKEWARD_SERVER__PORT)"
+            ) from None
         listener.set_inheritable(True)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -448,3 +449,12 @@ def test_the_server_comes_back_by_itself_when_its_supervisor_is_killed(server: S
     assert client.get_query_results(QueryExecutionId=started)["ResultSet"]["Rows"][1] == {
         "Data": [{"VarCharValue": "42"}]
     }
+
+
+def test_a_taken_port_is_named_when_the_server_starts(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        failed = lakeward("serve", "--port", str(port), data_dir=tmp_path / "data", check=False)
+    assert failed.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in failed.stderr
+    assert "server.port" in failed.stderr and "Traceback" not in failed.stderr
