@@ -105,7 +105,10 @@ def _table(query: str, g: dict[str, str]) -> str:
 
 _DUCKDB_RULES: list[tuple[re.Pattern[str], Callable[[str, dict[str, str]], str]]] = [
     (re.compile(r'Referenced column "(?P<name>[^"]+)" not found'), _column),
-    (re.compile(r'Table "(?P<t>[^"]+)" does not have a column named "(?P<c>[^"]+)"'),
+    # A derived table without FROM (SELECT 3 AS id) is a "Values list" to DuckDB.
+    (re.compile(
+        r'(?:Table|Values list) "(?P<t>[^"]+)" does not have a column named "(?P<c>[^"]+)"'
+    ),
      lambda q, g: _column(q, {"name": f"{g['t']}.{g['c']}"})),
     (re.compile(r"Function with name (?P<name>\S+) does not exist"), _function),
     (re.compile(r'column "(?P<name>[^"]+)" must appear in the GROUP BY clause'), _not_aggregate),

@@ -12,6 +12,10 @@ CASES = [
     ("SELECT a,\n  t.zz\nFROM t", "COLUMN_NOT_FOUND: line 2:3: Column 't.zz' cannot be resolved"),
     ("SELECT 'x' AS s FROM t WHERE x > 1",
      "COLUMN_NOT_FOUND: line 1:30: Column 'x' cannot be resolved"),
+    ("SELECT v.idx FROM t JOIN (SELECT 3 AS id) v ON t.a = v.id",
+     "COLUMN_NOT_FOUND: line 1:8: Column 'v.idx' cannot be resolved"),
+    ("SELECT * FROM t JOIN (SELECT 3 AS id) v ON t.a = v.idx",
+     "COLUMN_NOT_FOUND: line 1:50: Column 'v.idx' cannot be resolved"),
     ("SELECT foo(a) FROM t", "FUNCTION_NOT_FOUND: line 1:8: Function 'foo' not registered"),
     ("SELECT a, count(*) FROM t",
      "EXPRESSION_NOT_AGGREGATE: line 1:8: 'a' must be an aggregate expression or appear in "
