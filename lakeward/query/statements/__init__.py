@@ -13,6 +13,7 @@ which parser reads a statement never depends on the order modules were imported 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Collection
 
 from sqlglot.tokenizer_core import TokenType
@@ -63,6 +64,21 @@ PARSERS: dict[tuple[str, ...], Parser] = {
 }
 """Leading words (upper-cased keywords) -> the parser of statements that start so."""
 
+STATEMENT_WORDS = frozenset(
+    [
+        *("ALTER", "ANALYZE", "CALL", "COMMENT", "COMMIT", "CREATE", "DEALLOCATE", "DELETE"),
+        *("DENY", "DESC", "DESCRIBE", "DROP", "EXECUTE", "EXPLAIN", "GRANT", "INSERT", "MERGE"),
+        *("MSCK", "OPTIMIZE", "PREPARE", "REFRESH", "RESET", "REVOKE", "ROLLBACK", "SELECT"),
+        *("SET", "SHOW", "START", "TABLE", "TRUNCATE", "UNLOAD", "UPDATE", "USE", "VACUUM"),
+        *("VALUES", "WITH"),
+        # Other engines' statements (DuckDB's, Spark's): refused by name, not taken for typos.
+        *("ATTACH", "DETACH", "COPY", "EXPORT", "IMPORT", "INSTALL", "LOAD", "PRAGMA"),
+        *("CHECKPOINT", "SUMMARIZE", "PIVOT", "UNPIVOT", "FROM", "CACHE", "UNCACHE", "REPAIR"),
+    ]
+)
+"""The words a statement starts with, in Trino, Athena's Hive DDL or other engines: another
+first word is a syntax error; one of these that lakeward does not run is refused by name."""
+
 STATEMENTS = (
     "queries (SELECT, WITH, VALUES), EXPLAIN, SHOW, DESCRIBE, CREATE/DROP DATABASE, "
     "CREATE EXTERNAL TABLE, CREATE TABLE AS, ALTER TABLE, DROP TABLE, MSCK REPAIR TABLE, "
@@ -101,7 +117,21 @@ def parse_statement(
         return parse_explain(sql, cursor, names)
     if not first:
         raise InvalidRequest(f"a statement must start with a keyword; lakeward runs {STATEMENTS}")
+    if first not in STATEMENT_WORDS:
+        raise InvalidRequest(_mismatched(sql, cursor.tokens[0].start, cursor.tokens[0].text))
     raise InvalidRequest(f"{first} statements are not allowed: lakeward runs {STATEMENTS}")
+
+
+def _mismatched(sql: str, start: int, text: str) -> str:
+    """A first word no statement starts with (a typo), as Trino's parser words it."""
+    line = sql.count("\n", 0, start) + 1
+    column = start - (sql.rfind("\n", 0, start) + 1) + 1
+    guess = difflib.get_close_matches(text.upper(), sorted(STATEMENT_WORDS), n=1, cutoff=0.6)
+    hint = f"; did you mean {guess[0]}?" if guess else ""
+    return (
+        f"line {line}:{column}: mismatched input '{text}'. Expecting: a statement "
+        f"(SELECT, WITH, VALUES, INSERT, CREATE, ALTER, DROP, SHOW, DESCRIBE, EXPLAIN...){hint}"
+    )
 
 
 def parser_for(words: list[str]) -> Parser | None:

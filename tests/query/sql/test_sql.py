@@ -305,6 +305,11 @@ def test_show_is_a_command_answered_from_the_catalogs_not_by_an_engine() -> None
         ("EXECUTE p", "EXECUTE statements are not allowed"),
         ("UNLOAD (SELECT 1) TO 's3://b/x'", "UNLOAD needs WITH (format = ...)"),
         ('"SELECT" 1', "a statement must start with a keyword"),
+        # a typo in the first word is a syntax error, named where Trino names it
+        ("SELEC 1", "line 1:1: mismatched input 'SELEC'. Expecting: a statement"),
+        ("\n  SELEC 1", "did you mean SELECT?"),
+        ("\n  SELEC 1", "line 2:3: mismatched input 'SELEC'"),
+        ("GIVE ME ROWS", "line 1:1: mismatched input 'GIVE'"),
         # writes hidden inside a query
         ("WITH x AS (INSERT INTO t VALUES (1)) SELECT * FROM x", "INSERT inside a query"),
         ("SELECT * INTO t2 FROM covid_confirmed_cases", "INTO inside a query"),

@@ -146,11 +146,22 @@ def test_create_table_with_properties_but_no_query_says_what_it_needs() -> None:
 
 def test_an_unknown_statement_is_told_what_lakeward_runs() -> None:
     with pytest.raises(InvalidRequest) as refused:
-        parse_statement("SELEC 1", default_catalog="c", default_database="d", catalogs=["c"])
+        parse_statement(
+            "GRANT SELECT ON t TO u", default_catalog="c", default_database="d", catalogs=["c"]
+        )
     message = str(refused.value)
-    assert message.startswith("SELEC statements are not allowed")
+    assert message.startswith("GRANT statements are not allowed")
     assert "CREATE TABLE AS" in message and "INSERT INTO" in message
     assert "only SELECT, SHOW, DESCRIBE and EXPLAIN" not in message
+
+
+def test_a_misspelt_first_word_is_a_syntax_error_with_a_suggestion() -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        parse_statement("SELEC 1", default_catalog="c", default_database="d", catalogs=["c"])
+    message = str(refused.value)
+    assert message.startswith("line 1:1: mismatched input 'SELEC'")
+    assert message.endswith("did you mean SELECT?")
+    assert "not allowed" not in message
 
 
 def test_a_select_in_memory_is_reused_as_any_query(sales: QueryService) -> None:

@@ -156,7 +156,7 @@ class DuckDbEngine(Engine):
         sources = [self._source(t) for t in {t.ref: t for t in tables}.values()]
         run = self._open(execution_id, [d for s in sources for d in s.local_dirs], limits)
         try:
-            with _errors(run, limits):
+            with _errors(run, limits, sql):
                 _check(run)
                 explain = _checked_statement(run.con, sql)
                 self._create_views(run, sources, sql if explain is None else _EXPLAIN.sub("", sql))
@@ -561,8 +561,30 @@ def _next_batch(run: _Connected, reader: Any) -> pa.RecordBatch | None:
     return run.conformer.batch(batch)
 
 
+_OVERLOADS = re.compile(r"Macro (trino_\w+)\(\) has multiple overloads")
+
+
+def _beneath_overloads(con: duckdb.DuckDBPyConnection, sql: str, message: str) -> str:
+    """The real fault behind "a macro has multiple overloads that match".
+
+    A macro with typed overloads (trino_sum) cannot pick one when its argument does not
+    bind, a misspelled column say, and DuckDB then names the macro, not the column. The
+    statement with DuckDB's own function in its place is bound (EXPLAIN runs nothing) to
+    find what is really wrong; the message stays as it was if that binds."""
+    found = _OVERLOADS.search(message)
+    if found is None:
+        return message
+    macro = found.group(1)
+    plain = re.sub(rf"\b{macro}\(", f"{macro.removeprefix('trino_')}(", sql, flags=re.IGNORECASE)
+    try:
+        con.sql(f"EXPLAIN {plain}").fetchall()
+    except duckdb.Error as exc:
+        return str(exc)
+    return message
+
+
 @contextmanager
-def _errors(run: _Connected, limits: Limits) -> Iterator[None]:
+def _errors(run: _Connected, limits: Limits, sql: str = "") -> Iterator[None]:
     """DuckDB's and Arrow's errors as the lakeward errors the service reports."""
     try:
         yield
@@ -577,4 +599,7 @@ def _errors(run: _Connected, limits: Limits) -> Iterator[None]:
     except (duckdb.Error, pa.ArrowException, OSError) as exc:
         if run.cancelled.is_set():
             raise QueryCancelled("the query was cancelled") from None
-        raise QueryFailed(str(exc)) from None
+        message = str(exc)
+        if sql and isinstance(exc, duckdb.Error):
+            message = _beneath_overloads(run.con, sql, message)
+        raise QueryFailed(message) from None
