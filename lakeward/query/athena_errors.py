@@ -83,8 +83,13 @@ def _not_aggregate(query: str, g: dict[str, str]) -> str:
     )
 
 
+# DuckDB's names for a literal whose type it has not fixed yet, as Trino types them.
+_LITERALS = {"string_literal": "varchar", "integer_literal": "integer"}
+
+
 def _arguments(query: str, g: dict[str, str]) -> str:
-    name, types = g["name"], g["types"].lower()
+    name = g["name"]
+    types = ", ".join(_LITERALS.get(t, t) for t in g["types"].lower().split(", "))
     if not re.match(r"\w", name):  # an operator: +, -, ||, ...
         left, _, right = types.partition(", ")
         where = position(query, rf"(?<=\s){re.escape(name)}(?=\s)") if right else ""
@@ -112,7 +117,10 @@ _DUCKDB_RULES: list[tuple[re.Pattern[str], Callable[[str, dict[str, str]], str]]
      lambda q, g: _column(q, {"name": f"{g['t']}.{g['c']}"})),
     (re.compile(r"Function with name (?P<name>\S+) does not exist"), _function),
     (re.compile(r'column "(?P<name>[^"]+)" must appear in the GROUP BY clause'), _not_aggregate),
-    (re.compile(r"argument types '(?P<name>[^(']+)\((?P<types>[^)]*)\)'"), _arguments),
+    (re.compile(r"argument types '(?P<name>[^(']+)\((?P<types>.*?)\)'"), _arguments),
+    (re.compile(r'candidate function for the function call "(?P<name>[^(]+)\((?P<types>.*?)\)"'),
+     _arguments),
+    (re.compile(r"Division by zero"), lambda q, g: "DIVISION_BY_ZERO: Division by zero"),
     # A failure the Trino translation wrote into the query (query/translate/duckdb/templates.py).
     (re.compile(r"Could not convert string 'TRINO_ERROR (?P<reason>.*)' to \w+"),
      lambda q, g: g["reason"]),
