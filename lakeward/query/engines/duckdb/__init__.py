@@ -62,6 +62,7 @@ from lakeward.query.engines.duckdb.hidden import (
 )
 from lakeward.query.engines.duckdb.iceberg import iceberg_source
 from lakeward.query.engines.duckdb.listing import hive_layout, list_files
+from lakeward.query.engines.duckdb.overloads import beneath_overloads
 from lakeward.query.engines.duckdb.pool import Connection, ConnectionPool, close
 from lakeward.query.engines.duckdb.readers import (
     ParsedFiles,
@@ -561,28 +562,6 @@ def _next_batch(run: _Connected, reader: Any) -> pa.RecordBatch | None:
     return run.conformer.batch(batch)
 
 
-_OVERLOADS = re.compile(r"Macro (trino_\w+)\(\) has multiple overloads")
-
-
-def _beneath_overloads(con: duckdb.DuckDBPyConnection, sql: str, message: str) -> str:
-    """The real fault behind "a macro has multiple overloads that match".
-
-    A macro with typed overloads (trino_sum) cannot pick one when its argument does not
-    bind, a misspelled column say, and DuckDB then names the macro, not the column. The
-    statement with DuckDB's own function in its place is bound (EXPLAIN runs nothing) to
-    find what is really wrong; the message stays as it was if that binds."""
-    found = _OVERLOADS.search(message)
-    if found is None:
-        return message
-    macro = found.group(1)
-    plain = re.sub(rf"\b{macro}\(", f"{macro.removeprefix('trino_')}(", sql, flags=re.IGNORECASE)
-    try:
-        con.sql(f"EXPLAIN {plain}").fetchall()
-    except duckdb.Error as exc:
-        return str(exc)
-    return message
-
-
 @contextmanager
 def _errors(run: _Connected, limits: Limits, sql: str = "") -> Iterator[None]:
     """DuckDB's and Arrow's errors as the lakeward errors the service reports."""
@@ -601,5 +580,5 @@ def _errors(run: _Connected, limits: Limits, sql: str = "") -> Iterator[None]:
             raise QueryCancelled("the query was cancelled") from None
         message = str(exc)
         if sql and isinstance(exc, duckdb.Error):
-            message = _beneath_overloads(run.con, sql, message)
+            message = beneath_overloads(run.con, sql, message)
         raise QueryFailed(message) from None
