@@ -172,13 +172,7 @@ def authenticate(
         return _authenticate_presigned(method, path, query, headers, credentials, service, now)
     key_id, date, region, scoped, signed, given = _parse_authorization(headers.get("authorization"))
     request_time, timestamp = _request_time(headers)
-    if date != timestamp[:8]:
-        raise AccessDenied(
-            f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
-            f"from HTTP: '{date}' != '{timestamp[:8]}', from '{timestamp}'."
-        )
-    if scoped != service:
-        raise AccessDenied(f"Credential should be scoped to correct service: '{service}'.")
+    _check_scope(date, timestamp, scoped, service)
     _check_signed_headers(signed, headers)
 
     # Temporary credentials (sts:AssumeRole) sign with their session token beside them.
@@ -231,13 +225,7 @@ def _authenticate_presigned(
             f"X-Amz-Expires must be less than a week (in seconds) that is "
             f"{MAX_PRESIGNED_SECONDS}, and more than 0, not '{expires}'"
         )
-    if date != timestamp[:8]:
-        raise AccessDenied(
-            f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
-            f"from HTTP: '{date}' != '{timestamp[:8]}', from '{timestamp}'."
-        )
-    if scoped != service:
-        raise AccessDenied(f"Credential should be scoped to correct service: '{service}'.")
+    _check_scope(date, timestamp, scoped, service)
     signed = params["X-Amz-SignedHeaders"].split(";")
     _check_signed_headers(signed, headers)
     given = params["X-Amz-Signature"]
@@ -254,16 +242,25 @@ def _authenticate_presigned(
     unsigned = "&".join(
         pair for pair in query.split("&") if pair and not pair.startswith("X-Amz-Signature=")
     )
-    url = f"http://{headers['host']}{path}?{_canonical_query(unsigned)}"
-    request = AWSRequest(method=method, url=url, headers={name: headers[name] for name in signed})
-    signer = _AsPresignedS3(BotoCredentials(key_id, secret), service, region)
-    request.context["timestamp"] = timestamp
-    canonical = signer.canonical_request(request)
-    expected = signer.signature(signer.string_to_sign(request, canonical), request)
+    expected = _expected_signature(
+        method, path, unsigned, headers, b"", signed, key_id, secret, region, timestamp, service,
+        presigned=True,
+    )  # fmt: skip
     if not hmac.compare_digest(expected, given):
         raise AccessDenied(SIGNATURE_MISMATCH)
     scope = f"{date}/{region}/{service}/aws4_request"
     return Signed(key_id, secret, timestamp, scope, given, request_time)
+
+
+def _check_scope(date: str, timestamp: str, scoped: str, service: str) -> None:
+    """The credential scope's date is the request's, and its service the one answering."""
+    if date != timestamp[:8]:
+        raise AccessDenied(
+            f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date "
+            f"from HTTP: '{date}' != '{timestamp[:8]}', from '{timestamp}'."
+        )
+    if scoped != service:
+        raise AccessDenied(f"Credential should be scoped to correct service: '{service}'.")
 
 
 def _parse_scope(credential: str) -> tuple[str, str, str, str]:
@@ -377,15 +374,17 @@ def _expected_signature(
     region: str,
     timestamp: str,
     service: str,
+    presigned: bool = False,
 ) -> str:
-    """The signature botocore would compute for this request at the request's own time."""
+    """The signature botocore would compute for this request at the request's own time
+    (for a presigned URL, ``query`` is the URL's query without its signature)."""
     query = _canonical_query(query)
     url = f"http://{headers['host']}{path}" + (f"?{query}" if query else "")
     request = AWSRequest(
         method=method, url=url, headers={name: headers[name] for name in signed}, data=body
     )
     # S3 signs the path as sent (no normalizing) and the payload by its declared hash.
-    signer_class = _AsSignedS3 if service == "s3" else _AsSigned
+    signer_class = _AsPresignedS3 if presigned else _AsSignedS3 if service == "s3" else _AsSigned
     signer = signer_class(BotoCredentials(key_id, secret), service, region)
     # add_auth() stamps the *current* clock into context["timestamp"] (and rewrites the
     # date headers); every step below reads only context["timestamp"], so setting it to

@@ -216,18 +216,23 @@ def test_an_upload_never_completed_leaves_nothing_visible(s3: Any, settings: Set
     )
 
 
-def test_the_aws_cli_copies_lists_syncs_and_removes(
-    url: str, keys: dict[str, tuple[str, str]], tmp_path: Path
-) -> None:
-    env = {
+def aws_cli_env(url: str, key: tuple[str, str], tmp_path: Path) -> dict[str, str]:
+    """The aws CLI's environment: the endpoint and a key pair, no config files of the machine."""
+    return {
         **os.environ,
-        "AWS_ACCESS_KEY_ID": keys["engineer"][0],
-        "AWS_SECRET_ACCESS_KEY": keys["engineer"][1],
+        "AWS_ACCESS_KEY_ID": key[0],
+        "AWS_SECRET_ACCESS_KEY": key[1],
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_ENDPOINT_URL": url,
         "AWS_CONFIG_FILE": str(tmp_path / "none"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
     }
+
+
+def test_the_aws_cli_copies_lists_syncs_and_removes(
+    url: str, keys: dict[str, tuple[str, str]], tmp_path: Path
+) -> None:
+    env = aws_cli_env(url, keys["engineer"], tmp_path)
     aws = [str(Path(sys.executable).parent / "aws"), "s3"]
 
     def run(*args: str, status: int = 0) -> str:
@@ -320,15 +325,7 @@ def test_presigned_urls_read_and_write_as_their_signer(
 def test_the_aws_cli_presigns_a_url_that_reads_the_object(
     url: str, keys: dict[str, tuple[str, str]], tmp_path: Path
 ) -> None:
-    env = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": keys["engineer"][0],
-        "AWS_SECRET_ACCESS_KEY": keys["engineer"][1],
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": url,
-        "AWS_CONFIG_FILE": str(tmp_path / "none"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-    }
+    env = aws_cli_env(url, keys["engineer"], tmp_path)
     aws = str(Path(sys.executable).parent / "aws")
     presigned = subprocess.run(
         [aws, "s3", "presign", f"s3://{BUCKET}/covid/deaths.csv", "--expires-in", "60"],
