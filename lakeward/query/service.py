@@ -458,8 +458,12 @@ class QueryService(MetadataOperations, PreparedOperations):
             )
             return statement.run(context), 0
         plan = self.planner.plan(run, statement.target)
-        sql = f"EXPLAIN {plan.sql}" if statement.kind == "explain" else plan.sql
-        return plan.engine.execute(execution.id, sql, plan.tables, plan.limits), plan.scanned
+        if statement.kind == "explain":
+            explained = f"EXPLAIN {plan.sql}"
+            return plan.engine.execute(
+                execution.id, explained, plan.tables, plan.limits
+            ), plan.scanned
+        return plan.execute(execution.id), plan.scanned
 
     def _check_execution(self, execution: QueryExecution, action: str) -> None:
         check_reader(self.access, execution, action)

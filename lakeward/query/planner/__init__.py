@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -24,7 +24,7 @@ from lakeward.access.arns import s3_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, QueryFailed, ResourceNotFound
 from lakeward.query.catalogs import Catalogs
-from lakeward.query.engines.base import Engine, Limits, ResolvedTable
+from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
 from lakeward.query.formats import TableFormat
 from lakeward.query.model import ColumnInfo, QueryExecution, TableRef, WorkGroup
 from lakeward.query.planner import information_schema, views
@@ -32,6 +32,8 @@ from lakeward.query.planner.iceberg import refuse_iceberg_otherwise, resolve_ice
 from lakeward.query.planner.pruning import iceberg_filter
 from lakeward.query.sql.queries import Statement
 from lakeward.query.translate.query import to_engine_sql
+from lakeward.query.translate.string_types import declared_string_types, with_string_types
+from lakeward.query.types import AthenaType
 from lakeward.storage.arrow import S3Options, arrow_filesystem
 from lakeward.storage.paths import lake_place
 
@@ -58,6 +60,14 @@ class Plan:
     tables: list[ResolvedTable]
     limits: Limits
     scanned: int
+    string_types: Mapping[int, AthenaType] = field(default_factory=dict)  # by result column
+
+    def execute(self, execution_id: str) -> EngineResult:
+        """The plan run by its engine; the result's columns with the string lengths the
+        query shows."""
+        result = self.engine.execute(execution_id, self.sql, self.tables, self.limits)
+        result.columns = with_string_types(list(result.columns), self.string_types)
+        return result
 
 
 class Planner:
@@ -121,7 +131,7 @@ class Planner:
         sql = to_engine_sql(select, engine.dialect, table_name, columns, snapshots)
         limits = Limits(memory_limit="1GB", spill_directory=self.spill)
         run.execution.statistics.planning_ms = int((time.monotonic() - planning) * 1000)
-        return Plan(engine, sql, tables, limits, scanned)
+        return Plan(engine, sql, tables, limits, scanned, declared_string_types(select, columns))
 
     def probe(self, run: Run, select: Statement) -> tuple[list[ColumnInfo], pa.Schema | None]:
         """The columns a SELECT gives (names, Athena types), from a plan that reads no rows;
@@ -135,7 +145,7 @@ class Planner:
             source = exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("_q")))
             probe = exp.select("*").from_(source).limit(0)
         plan = self.plan(run, replace(select, _ast=probe))
-        result = plan.engine.execute(run.execution.id, plan.sql, plan.tables, plan.limits)
+        result = plan.execute(run.execution.id)
         schema: pa.Schema | None = None
         for batch in result.batches:
             schema = schema or batch.schema

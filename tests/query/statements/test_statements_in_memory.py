@@ -231,3 +231,32 @@ def test_the_hidden_columns_name_each_rows_file_as_s3_names_it(sales: QueryServi
     assert '"$file_size" is not supported' in failure(
         sales, 'SELECT "$file_size" FROM cases', **analyst
     )
+
+
+def test_result_columns_report_the_string_lengths_trino_types_carry(
+    sales: QueryService, jhu_dir: Path
+) -> None:
+    cases = put_table(sales, "codes", jhu_cases(jhu_dir))
+    as_analyst(
+        sales,
+        "CREATE EXTERNAL TABLE codes (country varchar(10), day date, confirmed bigint) "
+        f"STORED AS PARQUET LOCATION '{cases}'",
+    )
+
+    def described(sql: str) -> list[tuple[str, int]]:
+        execution = wait(
+            sales,
+            sales.start_query_execution(
+                sql, catalog=MEMORY, database="sales", principal="analyst"
+            ),
+        )
+        assert execution.state == QueryState.SUCCEEDED, execution.state_change_reason
+        return [(c.type, c.precision) for c in sales.get_query_results(execution.id).columns]
+
+    assert described(
+        "SELECT country, CAST(country AS varchar(4)) AS c4, 'Italy' AS lit, "
+        "CAST(day AS varchar) FROM codes WHERE country = 'Italy'"
+    ) == [("varchar", 10), ("varchar", 4), ("varchar", 5), ("varchar", 2147483647)]
+    assert described("SELECT * FROM codes LIMIT 1") == [
+        ("varchar", 10), ("date", 0), ("bigint", 19)
+    ]
