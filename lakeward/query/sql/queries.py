@@ -104,6 +104,7 @@ def parse_query(sql: str, names: Names) -> Statement:
                     f"function {name} is not allowed: it reaches the engine's files, "
                     "settings or environment"
                 )
+    _decimal_literals_as_doubles(root)
     real = [t for t in root.find_all(exp.Table) if not _names_cte(t)]
     refs: list[TableRef] = []
     for table in sorted(real, key=lambda t: int(t.this.meta.get("start", 0))):
@@ -118,6 +119,19 @@ def parse_query(sql: str, names: Names) -> Statement:
         table.set("this", exp.to_identifier(ref.table))
     tables = tuple(dict.fromkeys(refs))
     return Statement("select", StatementType.DML, sql, tables, _ast=root)
+
+
+def _decimal_literals_as_doubles(root: exp.Expr) -> None:
+    """Athena reads a number with a point and no exponent (``0.33``) as a double, where
+    Trino's default is a decimal; its decimal literal is ``DECIMAL '0.33'``. Written with
+    an exponent (``0.33E0``), the literal is a double to every engine and to the rules
+    that type the query (``translate``), as it is to Athena."""
+    for literal in list(root.find_all(exp.Literal)):
+        text = str(literal.this)
+        if literal.is_string or "." not in text or "e" in text.lower():
+            continue
+        whole, _, fraction = text.partition(".")
+        literal.set("this", f"{whole or '0'}.{fraction or '0'}E0")
 
 
 def version_text(version: exp.Version) -> str:

@@ -464,7 +464,7 @@ def test_stored_columns_type_trino_arithmetic_on_duckdb(duck: duckdb.DuckDBPyCon
         + [Column("units", "int"), Column("weight", "double")]
     }
     statement = parse(
-        "SELECT price / 4, floor(price), round(price, 1), 100.0 * units / 3, units / 2, "
+        "SELECT price / 4, floor(price), round(price, 1), DECIMAL '100.0' * units / 3, units / 2, "
         "weight / 0 FROM prices"
     )
     sql = to_engine_sql(statement, "duckdb", duckdb_name, columns)

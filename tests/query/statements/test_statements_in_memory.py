@@ -208,9 +208,11 @@ def test_typeof_names_stored_columns_as_trino_does(sales: QueryService) -> None:
     _, rows = as_analyst(
         sales,
         "SELECT typeof(country), typeof(lat), typeof(date), typeof(confirmed), "
-        "typeof(confirmed * 1.5), typeof(lat + 1) FROM covid LIMIT 1",
+        "typeof(confirmed * DECIMAL '1.5'), typeof(lat + 1), typeof(confirmed * 1.5) "
+        "FROM covid LIMIT 1",
     )
-    assert rows == [["varchar", "double", "date", "bigint", "decimal(21,1)", "double"]]
+    # 1.5 is a double to Athena; DECIMAL '1.5' is its decimal(2,1).
+    assert rows == [["varchar", "double", "date", "bigint", "decimal(21,1)", "double", "double"]]
     # A derived double may be a real in Trino: the query does not show which.
     derived = "SELECT typeof(x) FROM (SELECT lat AS x FROM covid)"
     refused = failure(sales, derived, catalog=MEMORY, database="sales", principal="analyst")
@@ -246,9 +248,7 @@ def test_result_columns_report_the_string_lengths_trino_types_carry(
     def described(sql: str) -> list[tuple[str, int]]:
         execution = wait(
             sales,
-            sales.start_query_execution(
-                sql, catalog=MEMORY, database="sales", principal="analyst"
-            ),
+            sales.start_query_execution(sql, catalog=MEMORY, database="sales", principal="analyst"),
         )
         assert execution.state == QueryState.SUCCEEDED, execution.state_change_reason
         return [(c.type, c.precision) for c in sales.get_query_results(execution.id).columns]
@@ -258,5 +258,7 @@ def test_result_columns_report_the_string_lengths_trino_types_carry(
         "CAST(day AS varchar) FROM codes WHERE country = 'Italy'"
     ) == [("varchar", 10), ("varchar", 4), ("varchar", 5), ("varchar", 2147483647)]
     assert described("SELECT * FROM codes LIMIT 1") == [
-        ("varchar", 10), ("date", 0), ("bigint", 19)
+        ("varchar", 10),
+        ("date", 0),
+        ("bigint", 19),
     ]

@@ -42,7 +42,9 @@ def test_integer_division_truncates_and_keeps_the_operands_type() -> None:
 
 def test_what_spark_answers_otherwise_is_rewritten_to_trinos_answer() -> None:
     # Trino rounds half away from zero where Spark truncates; Spark's grouping() takes one column.
-    assert spark_sql("SELECT CAST(2.5 AS integer)") == "SELECT CAST(ROUND(2.5) AS INT) AS `_col0`"
+    assert spark_sql("SELECT CAST(DECIMAL '2.5' AS integer)") == (
+        "SELECT CAST(ROUND(2.5) AS INT) AS `_col0`"
+    )
     assert spark_sql("SELECT grouping(x, y) FROM (VALUES (1, 2)) t(x, y) GROUP BY CUBE (x, y)") == (
         "SELECT (CAST(GROUPING(x) AS BIGINT) * 2 + CAST(GROUPING(y) AS BIGINT) * 1) AS `_col0` "
         "FROM VALUES (1, 2) AS t(x, y) GROUP BY CUBE (x, y)"
@@ -76,7 +78,7 @@ def test_an_unnamed_aggregate_of_a_subquery_keeps_the_other_columns_typed() -> N
 @pytest.mark.parametrize(
     ("sql", "named"),
     [
-        ("SELECT 1.5 / 2", "operator /"),
+        ("SELECT DECIMAL '1.5' / 2", "operator /"),
         ("SELECT CAST(1.5e0 AS decimal(3,1))", "CAST from double to decimal"),
         ("SELECT substr('abc', 0)", "function substr"),
         ("SELECT json_extract_scalar('{}', '$.a')", "function json_extract_scalar"),
