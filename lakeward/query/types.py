@@ -29,6 +29,8 @@ _PRECISION = {
     "double": 17,
     "timestamp": 3,
     "timestamp with time zone": 3,
+    "time": 3,
+    "varbinary": 1073741824,
 }
 
 

@@ -343,7 +343,7 @@ def test_result_column_types(engine: DuckDbEngine) -> None:
     ("string", ("varchar", 2147483647, 0)), ("varchar(20)", ("varchar", 20, 0)),
     ("char(3)", ("char", 3, 0)), ("int", ("integer", 10, 0)), ("bigint", ("bigint", 19, 0)),
     ("decimal(12,4)", ("decimal", 12, 4)), ("decimal", ("decimal", 10, 0)),
-    ("binary", ("varbinary", 0, 0)), ("array<map<string,struct<a:int>>>", ("array", 0, 0)),
+    ("binary", ("varbinary", 1073741824, 0)), ("array<map<string,struct<a:int>>>", ("array", 0, 0)),
     ("map<string,int>", ("map", 0, 0)), ("struct<a:int,b:array<string>>", ("row", 0, 0)),
     ("timestamp", ("timestamp", 3, 0)), ("not a type<", ("unknown", 0, 0)),
 ])  # fmt: skip
