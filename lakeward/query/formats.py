@@ -32,6 +32,8 @@ ORC_OUTPUT = "org.apache.hadoop.hive.ql.io.orc.OrcOutputFormat"
 ORC_SERDE = "org.apache.hadoop.hive.ql.io.orc.OrcSerde"
 TEXT_INPUT = "org.apache.hadoop.mapred.TextInputFormat"
 TEXT_OUTPUT = "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"
+# What Athena records for the OpenX JSON SerDe when no STORED AS names the output format.
+OLD_TEXT_OUTPUT = "org.apache.hadoop.hive.ql.io.IgnoreKeyTextOutputFormat"
 LAZY_SIMPLE_SERDE = "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe"
 OPEN_CSV_SERDE = "org.apache.hadoop.hive.serde2.OpenCSVSerde"
 HIVE_JSON_SERDE = "org.apache.hive.hcatalog.data.JsonSerDe"

@@ -29,12 +29,44 @@ class Tokenizer(Trino.Tokenizer):
     COMMANDS: ClassVar[set[TokenType]] = set()
 
 
+class HiveTokenizer(Tokenizer):
+    # Athena's DDL is Hive's, whose strings take backslash escapes as well: 'it\'s'.
+    STRING_ESCAPES: ClassVar[list[str]] = ["'", "\\"]
+
+
+HIVE_DDL = frozenset(
+    [
+        ("CREATE", "EXTERNAL", "TABLE"), ("CREATE", "DATABASE"), ("CREATE", "SCHEMA"),
+        ("DROP", "TABLE"), ("DROP", "DATABASE"), ("DROP", "SCHEMA"), ("ALTER", "TABLE"),
+        ("ALTER", "DATABASE"), ("ALTER", "SCHEMA"), ("MSCK",),
+    ]
+)  # fmt: skip
+"""The leading words of the statements Athena runs on Hive's DDL parser."""
+
+
+def _hive_ddl(tokens: list[Token]) -> bool:
+    words = tuple(t.text.upper() for t in tokens[:3])
+    return any(words[: len(start)] == start for start in HIVE_DDL)
+
+
 def one_statement(sql: str) -> list[Token]:
-    """The tokens of the request's only statement; refuse none or several."""
+    """The tokens of the request's only statement; refuse none or several. A Hive DDL
+    statement is read with Hive's strings, any other with Trino's."""
     try:
         tokens = Tokenizer().tokenize(sql)
     except TokenError as e:
-        raise InvalidRequest(f"could not read the query: {e}") from None
+        trino_error: TokenError | None = e
+        tokens = []
+    else:
+        trino_error = None
+    try:
+        hive = HiveTokenizer().tokenize(sql)
+    except TokenError:
+        hive = None
+    if hive is not None and _hive_ddl(hive):
+        tokens = hive
+    elif trino_error is not None:
+        raise InvalidRequest(f"could not read the query: {trino_error}") from None
     by_semicolons = groupby(tokens, lambda t: t.token_type == TokenType.SEMICOLON)
     statements = [list(run) for semicolons, run in by_semicolons if not semicolons]
     if not statements:

@@ -134,6 +134,8 @@ def parse_create_external_table(sql: str, cursor: Cursor, names: Names) -> Comma
             if reader.words("WITH", "SERDEPROPERTIES"):
                 serde_parameters = reader.properties()
     stored = formats.TEXTFILE
+    if serde == formats.OPENX_JSON_SERDE:
+        stored = replace(stored, output_format=formats.OLD_TEXT_OUTPUT)
     if reader.words("STORED", "AS"):
         if reader.word("INPUTFORMAT"):
             input_format = reader.string("a quoted input format class name")
