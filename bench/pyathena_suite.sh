@@ -4,7 +4,8 @@
 #   bash bench/pyathena_suite.sh <PyAthena checkout> [data dir] [test paths and pytest options]
 #
 # The suite runs in its own environment (.venv-pyathena-suite): the checkout's PyAthena
-# with the test dependencies its pyproject.toml lists (polars, Jinja2, pytest...).
+# with the test dependencies its pyproject.toml lists (polars, Jinja2, pytest...), at the
+# versions its uv.lock holds where it has one.
 # The suite reaches the stack as it reaches AWS: AWS_ENDPOINT_URL and the stack's key pair
 # (lakeward credentials), its tables created under the lake's s3:// staging place. Its
 # SQLAlchemy compliance suite (tests/sqlalchemy) makes Iceberg tables, and its Spark tests
@@ -21,6 +22,14 @@ if [ ! -x "$env/bin/pytest" ]; then
   python3 -m venv "$env"
   # PyAthena takes its version from git; a checkout without its history gets a stand-in.
   git -C "$suite" rev-parse -q HEAD >/dev/null 2>&1 || export SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0
+  if [ -f "$suite/uv.lock" ]; then
+    # The client libraries at the versions the checkout's suite was last run with: a newer
+    # pandas or SQLAlchemy changes what the suite's assertions expect of PyAthena itself.
+    "$env/bin/pip" install -q uv
+    (cd "$suite" && "$env/bin/uv" export --frozen --no-hashes --all-extras --no-emit-project -q) \
+      > "$env/locked.txt"
+    "$env/bin/pip" install -q -r "$env/locked.txt"
+  fi
   "$env/bin/pip" install -q "$suite[sqlalchemy,pandas,arrow,polars]" s3fs Jinja2 pytest \
     pytest-dependency pytest-xdist
 fi
