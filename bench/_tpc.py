@@ -140,8 +140,6 @@ TRINO_RULES: dict[str, str] = {
     "to 4 places before * 100: 51.8200, where the double gives 51.8232",
     "q63": "abs(sum_sales - avg_monthly_sales) / avg_monthly_sales is rounded to 2 places: "
     "117.80 / 1152.19 = 0.1022 is 0.10, not above DECIMAL '0.1', so that row is left out",
-    "q83": "in the extension's text (sr_item_qty * 1.0000) / (...) / 3.0000 is rounded to "
-    "4 places at each division: 17.2400 where the double gives 17.2414",
     "q66": "jan_sales / w_warehouse_sq_ft (a decimal by an integer) is rounded to 2 places "
     "in each row before the sum: 9.29 where the sum of doubles gives 9.2828",
 }

@@ -90,8 +90,8 @@ def test_create_insert_and_read_from_both_sides(
     inserted = api_ok(
         athena,
         f"""INSERT INTO {name} VALUES
-              (1, 'IS', TIMESTAMP '2024-03-01 10:00:00', 12.50),
-              (2, 'NO', TIMESTAMP '2024-03-02 11:30:00', 7.25),
+              (1, 'IS', TIMESTAMP '2024-03-01 10:00:00', DECIMAL '12.50'),
+              (2, 'NO', TIMESTAMP '2024-03-02 11:30:00', DECIMAL '7.25'),
               (3, 'IS', TIMESTAMP '2024-03-02 12:00:00', NULL)""",
     )
     assert update_count(athena, inserted) == 3
@@ -195,8 +195,8 @@ def test_both_workgroups_read_iceberg_tables_alike(service: QueryService) -> Non
         "day date) PARTITIONED BY (day(at), bucket(2, id)) TBLPROPERTIES ('table_type'='ICEBERG')",
     )
     written(service, f"INSERT INTO {name} VALUES "
-            "(1, TIMESTAMP '2024-05-01 10:00:00', 'ann', 1.50, DATE '2024-05-01'), "
-            "(2, TIMESTAMP '2024-05-02 11:30:00', 'bob', 2.25, DATE '2024-05-02'), "
+            "(1, TIMESTAMP '2024-05-01 10:00:00', 'ann', DECIMAL '1.50', DATE '2024-05-01'), "
+            "(2, TIMESTAMP '2024-05-02 11:30:00', 'bob', DECIMAL '2.25', DATE '2024-05-02'), "
             "(3, TIMESTAMP '2024-05-02 12:00:00', NULL, NULL, NULL)")  # fmt: skip
     first = run(service, f'SELECT snapshot_id FROM "{name}$snapshots"')[1][0][0]
     written(service, f"INSERT INTO {name} SELECT id + 10, at, name, amount, day FROM {name}")
@@ -458,7 +458,7 @@ def test_schema_evolution_reads_by_field_id(athena: Any, pyiceberg: HiveCatalog)
         f"CREATE TABLE {name} (id int, name string, score float) "
         "TBLPROPERTIES ('table_type'='ICEBERG')",
     )
-    api_ok(athena, f"INSERT INTO {name} VALUES (1, 'ann', 1.5)")
+    api_ok(athena, f"INSERT INTO {name} VALUES (1, 'ann', REAL '1.5')")
     api_ok(athena, f"ALTER TABLE {name} ADD COLUMNS (email string COMMENT 'contact')")
     api_ok(athena, f"ALTER TABLE {name} CHANGE COLUMN name full_name string")
     api_ok(athena, f"ALTER TABLE {name} CHANGE score score double")  # a widening

@@ -126,12 +126,12 @@ def test_every_statement_is_seen_by_spark_and_pyiceberg_as_lakeward_shows_it(
         "'write_compression'='snappy', 'optimize_rewrite_data_file_threshold'='2')",
     )
     changes.run(
-        "INSERT INTO {t} VALUES (1, TIMESTAMP '2024-05-01 10:00:00', 'alpha', 1.50), "
-        "(2, TIMESTAMP '2024-05-01 11:30:00', 'beta', 2.25), "
-        "(3, TIMESTAMP '2024-05-02 09:15:00', 'gamma', 3.00), "
-        "(4, TIMESTAMP '2024-05-02 23:59:59', 'gamut', 4.75)"
+        "INSERT INTO {t} VALUES (1, TIMESTAMP '2024-05-01 10:00:00', 'alpha', DECIMAL '1.50'), "
+        "(2, TIMESTAMP '2024-05-01 11:30:00', 'beta', DECIMAL '2.25'), "
+        "(3, TIMESTAMP '2024-05-02 09:15:00', 'gamma', DECIMAL '3.00'), "
+        "(4, TIMESTAMP '2024-05-02 23:59:59', 'gamut', DECIMAL '4.75')"
     )
-    changes.run("INSERT INTO {t} VALUES (5, TIMESTAMP '2024-05-01 08:00:00', 'alpine', 5.00)")
+    changes.run("INSERT INTO {t} VALUES (5, TIMESTAMP '2024-05-01 08:00:00', 'alpine', DECIMAL '5.00')")
     changes.run("DELETE FROM {t} WHERE id = 2")
     changes.run("UPDATE {t} SET amount = amount * 2 WHERE name LIKE 'ga%'")
     changes.run(
@@ -142,7 +142,7 @@ def test_every_statement_is_seen_by_spark_and_pyiceberg_as_lakeward_shows_it(
     )
     for minute in (5, 6):  # more small files in one partition: OPTIMIZE packs them
         changes.run(f"INSERT INTO {{t}} VALUES (1, TIMESTAMP '2024-05-01 10:0{minute}:00', "
-                    "'alps', 0.10)")  # fmt: skip
+                    "'alps', DECIMAL '0.10')")  # fmt: skip
     files_before = int(api_ok(athena, f'SELECT count(*) FROM "{data}$files"')["rows"][1][0])
     changes.run("OPTIMIZE {t} REWRITE DATA USING BIN_PACK")
     files_after = int(api_ok(athena, f'SELECT count(*) FROM "{data}$files"')["rows"][1][0])

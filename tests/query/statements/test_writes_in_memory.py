@@ -232,6 +232,12 @@ def test_refused_writes_change_nothing(sales: QueryService) -> None:
     reason = failed(sales, "INSERT INTO kept VALUES ('not a number')")
     assert "Insert query has mismatched column types: Table: [integer], Query: [varchar]" in reason
     assert lake_files(sales, before.location) == files
+    # 2.25 is a double to Athena, which a decimal column does not take without a cast.
+    succeeded(sales, "CREATE TABLE priced AS SELECT DECIMAL '1.50' AS amount")
+    reason = failed(sales, "INSERT INTO priced VALUES (2.25)")
+    assert "Table: [decimal], Query: [double]" in reason
+    succeeded(sales, "INSERT INTO priced VALUES (DECIMAL '2.25')")
+    assert sorted(rows(sales, "SELECT amount FROM priced")) == [["1.50"], ["2.25"]]
 
 
 def test_a_stopped_or_failing_write_leaves_nothing(
