@@ -41,6 +41,10 @@ class TableInfo:
     serde: str | None = None
     output_format: str | None = None
     serde_parameters: dict[str, str] = field(default_factory=dict)
+    # Hive's bucketing (CLUSTERED BY (...) INTO n BUCKETS): kept, and read past (a reader
+    # of every file needs no buckets); -1 buckets for a table without.
+    bucket_columns: list[str] = field(default_factory=list)
+    bucket_count: int = -1
     # A view's text (table_type VIRTUAL_VIEW): Hive keeps what was written and its
     # expanded form, which is what Spark runs.
     view_original_text: str | None = None
@@ -105,12 +109,12 @@ def thrift_table(table: TableInfo) -> Any:
         inputFormat=None if view else table.input_format or PARQUET["input_format"],
         outputFormat=None if view else table.output_format or PARQUET["output_format"],
         compressed=False,
-        numBuckets=-1,
+        numBuckets=table.bucket_count,
         serdeInfo=hive.SerDeInfo(
             serializationLib=None if view else table.serde or PARQUET["serde"],
             parameters=table.serde_parameters or ({} if view else {"serialization.format": "1"}),
         ),
-        bucketCols=[],
+        bucketCols=list(table.bucket_columns),
         sortCols=[],
         parameters={},
     )
@@ -160,6 +164,8 @@ def table_info(raw: Any) -> TableInfo:
         serde=raw.sd.serdeInfo.serializationLib if raw.sd.serdeInfo else None,
         output_format=raw.sd.outputFormat,
         serde_parameters=dict((raw.sd.serdeInfo.parameters or {}) if raw.sd.serdeInfo else {}),
+        bucket_columns=list(raw.sd.bucketCols or []),
+        bucket_count=-1 if raw.sd.numBuckets is None else raw.sd.numBuckets,
         view_original_text=raw.viewOriginalText,
         view_expanded_text=raw.viewExpandedText,
     )

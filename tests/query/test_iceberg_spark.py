@@ -131,7 +131,9 @@ def test_every_statement_is_seen_by_spark_and_pyiceberg_as_lakeward_shows_it(
         "(3, TIMESTAMP '2024-05-02 09:15:00', 'gamma', DECIMAL '3.00'), "
         "(4, TIMESTAMP '2024-05-02 23:59:59', 'gamut', DECIMAL '4.75')"
     )
-    changes.run("INSERT INTO {t} VALUES (5, TIMESTAMP '2024-05-01 08:00:00', 'alpine', DECIMAL '5.00')")
+    changes.run(
+        "INSERT INTO {t} VALUES (5, TIMESTAMP '2024-05-01 08:00:00', 'alpine', DECIMAL '5.00')"
+    )
     changes.run("DELETE FROM {t} WHERE id = 2")
     changes.run("UPDATE {t} SET amount = amount * 2 WHERE name LIKE 'ga%'")
     changes.run(

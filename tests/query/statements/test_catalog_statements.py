@@ -22,7 +22,7 @@ from lakeward.metastore import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
 from lakeward.storage import load_storage
 from tests.helpers import lakeward
-from tests.query.support import CATALOG, client_for
+from tests.query.support import CATALOG, client_for, local
 from tests.query.support import api_failed as failed
 from tests.query.support import api_ok as ok
 
@@ -275,6 +275,43 @@ def test_alter_columns_properties_and_show_create_table(stack: Settings, spark: 
     with pytest.raises(Exception, match="already exists"):
         cursor.execute(f"ALTER TABLE {table}_renamed RENAME TO default.covid_deaths")
     cursor.execute(f"DROP TABLE {table}_renamed")
+
+
+def test_a_bucketed_table_is_registered_read_and_kept_but_not_written(
+    stack: Settings, spark: Any
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    athena = client_for(stack)
+    name = unique("bucketed")
+    location = lake_dir(stack, name)
+    # The DDL PyAthena's SQLAlchemy dialect writes for awsathena_cluster columns.
+    ok(
+        athena,
+        f"CREATE EXTERNAL TABLE default.{name} (\n\tcol_1 VARCHAR(10),\n\tcol_2 INT\n)\n"
+        "CLUSTERED BY (\n\tcol_1,\n\tcol_2\n) INTO 5 BUCKETS\nSTORED AS PARQUET\n"
+        f"LOCATION '{location}/'",
+    )
+    rows = pa.table({"col_1": ["a", "b"], "col_2": pa.array([1, 2], pa.int32())})
+    directory = local(stack, location)
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, directory / "part-0.parquet")
+
+    described = {r[0]: r[1] for r in spark.sql(f"DESCRIBE FORMATTED default.{name}").collect()}
+    assert (described["Num Buckets"], described["Bucket Columns"]) == ("5", "[`col_1`, `col_2`]")
+    read = ok(athena, f"SELECT col_1, col_2 FROM default.{name} ORDER BY col_2")
+    assert read["rows"] == [["a", "1"], ["b", "2"]]
+    # A change of the table's properties keeps its buckets.
+    ok(athena, f"ALTER TABLE default.{name} SET TBLPROPERTIES ('classification'='parquet')")
+    with metastore(stack) as client:
+        info = client.table("default", name)
+    assert (info.bucket_columns, info.bucket_count) == (["col_1", "col_2"], 5)
+    shown = "\n".join(r[0] for r in ok(athena, f"SHOW CREATE TABLE default.{name}")["rows"])
+    assert "CLUSTERED BY ( \n  `col_1`, \n  `col_2`) \nINTO 5 BUCKETS" in shown
+    refused = failed(athena, f"INSERT INTO default.{name} VALUES ('c', 3)")
+    assert "INSERT INTO a bucketed table" in refused and "not supported" in refused
+    ok(athena, f"DROP TABLE default.{name}")
 
 
 def test_the_data_engineer_reads_the_catalog_but_changes_it_only_when_granted(

@@ -183,7 +183,11 @@ def test_hive_string_escapes() -> None:
         ("CREATE EXTERNAL TABLE t (`a-b` int)", "a column name has only lower-case letters"),
         ("CREATE EXTERNAL TABLE t AS SELECT 1", "expected a list of columns"),
         ("CREATE EXTERNAL TABLE t (a int) PARTITIONED BY (a int)", "also a column of the table"),
-        ("CREATE EXTERNAL TABLE t (a int) CLUSTERED BY (a) INTO 2 BUCKETS", "CLUSTERED BY"),
+        (
+            "CREATE EXTERNAL TABLE t (a int) PARTITIONED BY (p int) CLUSTERED BY (p) INTO 2 BUCKETS",
+            "bucketing column p is not a column of the table",
+        ),
+        ("CREATE EXTERNAL TABLE t (a int) CLUSTERED BY (a) INTO 0 BUCKETS", "at least 1"),
         ("CREATE EXTERNAL TABLE t (a int) ROW FORMAT SERDE 'com.x.Grok'", "com.x.Grok"),
         ("CREATE EXTERNAL TABLE t (a int) ROW FORMAT DELIMITED LINES TERMINATED BY ','", "LINES"),
         (
@@ -291,7 +295,8 @@ def test_partition_names_escape_as_hive_does() -> None:
 def test_show_create_table_reads_back_as_the_same_table() -> None:
     sql = (
         "CREATE EXTERNAL TABLE db.t (a int COMMENT 'it''s a', m map<string,int>) "
-        "COMMENT 'T' PARTITIONED BY (dt date) ROW FORMAT DELIMITED FIELDS TERMINATED BY '\\001' "
+        "COMMENT 'T' PARTITIONED BY (dt date) CLUSTERED BY (a) INTO 4 BUCKETS "
+        "ROW FORMAT DELIMITED FIELDS TERMINATED BY '\\001' "
         "NULL DEFINED AS '\\\\N' LOCATION 'file:/lake/b/t' TBLPROPERTIES ('k'='v')"
     )
     command = parse(sql)
@@ -309,7 +314,10 @@ def test_show_create_table_reads_back_as_the_same_table() -> None:
         output_format=command.format.output_format,
         serde=command.format.serde,
         serde_parameters=command.format.serde_parameters,
+        bucket_columns=command.bucket_columns,
+        bucket_count=command.bucket_count,
     )
+    assert (command.bucket_columns, command.bucket_count) == (["a"], 4)
     shown = create_statement(table)
     assert "FIELDS TERMINATED BY '\\001'" in shown and "'EXTERNAL'" not in shown
     again = parse(shown)
@@ -320,6 +328,7 @@ def test_show_create_table_reads_back_as_the_same_table() -> None:
         command.format,
         "T",
     )
+    assert (again.bucket_columns, again.bucket_count) == (["a"], 4)
     assert again.properties == {"k": "v"} and again.location == "file:/lake/b/t"
 
 

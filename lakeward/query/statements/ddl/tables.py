@@ -68,6 +68,8 @@ class CreateTable(TableCommand):
     format: formats.TableFormat = formats.TEXTFILE
     location: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
+    bucket_columns: list[str] = field(default_factory=list)
+    bucket_count: int = -1
 
     def run(self, context: Context) -> EngineResult:
         location = None if self.location is None else lake_location(context, self.location)
@@ -91,6 +93,8 @@ class CreateTable(TableCommand):
             output_format=self.format.output_format,
             serde=self.format.serde,
             serde_parameters=dict(self.format.serde_parameters),
+            bucket_columns=list(self.bucket_columns),
+            bucket_count=self.bucket_count,
         )
         if client.table_exists(self.ref.database, self.ref.table) or not client.create_table(table):
             if self.if_not_exists:
@@ -121,8 +125,8 @@ def parse_create_external_table(sql: str, cursor: Cursor, names: Names) -> Comma
                     f"partition column {key.name} is also a column of the table: a partition "
                     "column is not repeated in the column list"
                 )
-    if reader.peek() == "CLUSTERED":
-        reader.fail("bucketed tables (CLUSTERED BY) are not supported; expected ROW FORMAT")
+    if reader.words("CLUSTERED", "BY"):
+        command.bucket_columns, command.bucket_count = _buckets(reader, columns)
     serde: str | None = None
     serde_parameters: dict[str, str] = {}
     if reader.words("ROW", "FORMAT"):
@@ -185,6 +189,27 @@ def refuse_plain_create_table(sql: str, cursor: Cursor, names: Names) -> Command
         "'ICEBERG'); for a Hive table use CREATE EXTERNAL TABLE ... LOCATION, or CREATE TABLE "
         "... AS SELECT"
     )
+
+
+def _buckets(reader: Reader, columns: list[Column]) -> tuple[list[str], int]:
+    """``(col, ...) INTO n BUCKETS``: columns of the table (not partition keys), n >= 1."""
+    reader.expect("(")
+    names: list[str] = []
+    while True:
+        name = reader.name("a bucketing column")
+        if all(c.name != name for c in columns):
+            reader.cursor.pos -= 1
+            reader.fail(f"bucketing column {name} is not a column of the table")
+        names.append(name)
+        if reader.expect(",", ")") == ")":
+            break
+    reader.expect("INTO")
+    count = reader.integer("a number of buckets")
+    if count < 1:
+        reader.cursor.pos -= 1
+        reader.fail("the number of buckets is at least 1")
+    reader.expect("BUCKETS")
+    return names, count
 
 
 def _delimited(reader: Reader) -> dict[str, str]:
@@ -254,6 +279,11 @@ def create_statement(table: TableInfo) -> str:
         out.append("PARTITIONED BY ( ")
         out += column_lines(table.partition_keys)
         out[-1] += ")"
+    if table.bucket_columns:
+        out.append("CLUSTERED BY ( ")
+        out += [f"  `{name}`, " for name in table.bucket_columns]
+        out[-1] = out[-1].removesuffix(", ") + ") "
+        out.append(f"INTO {table.bucket_count} BUCKETS")
     found = formats.TableFormat.of(table)
     delimited = {p for _w, p in _DELIMITED} | {"serialization.format"}
     if found.serde == formats.LAZY_SIMPLE_SERDE and set(found.serde_parameters) <= delimited:

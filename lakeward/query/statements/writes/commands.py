@@ -253,6 +253,12 @@ class InsertInto(_FromSelect):
         context.authorize_table(["glue:UpdateTable"], ref)
         if is_iceberg(info.parameters):
             return self._into_iceberg(context, info)
+        if info.bucket_columns:
+            raise InvalidRequest(
+                f"INSERT INTO a bucketed table ({ref}, CLUSTERED BY "
+                f"{', '.join(info.bucket_columns)}) is not supported: the rows would not be "
+                "written in their buckets"
+            )
         if info.partition_keys:
             context.authorize_table(["glue:BatchCreatePartition"], ref)
         options = self._options(info)
