@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, ClassVar
 
@@ -169,13 +169,29 @@ class Storage(ABC):
         check_prefix(key)
         return f"{self.root}/{bucket}/{key}" if key else f"{self.root}/{bucket}"
 
-    def put(self, bucket: str, key: str, data: bytes | BinaryIO) -> ObjectInfo:
-        """Write an object atomically: readers see the old content or the new, never a part."""
+    def put(
+        self,
+        bucket: str,
+        key: str,
+        data: bytes | BinaryIO,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ObjectInfo:
+        """Write an object atomically: readers see the old content or the new, never a part.
+
+        ``metadata``: what S3 keeps beside an object's bytes, by header name
+        (``Content-Type``, ``Cache-Control``..., ``x-amz-meta-<name>``), written with them.
+        """
         check_bucket(bucket)
         check_key(key)
-        info = self._put(bucket, key, data)
+        info = self._put(bucket, key, data, dict(metadata or {}))
         self._announce_created(info)
         return info
+
+    def metadata(self, bucket: str, key: str) -> dict[str, str]:
+        """The metadata the object was written with (``put``); {} for none."""
+        check_bucket(bucket)
+        check_key(key)
+        return self._metadata(bucket, key)
 
     def put_if_match(self, bucket: str, key: str, data: bytes | BinaryIO, etag: str) -> ObjectInfo:
         """``put``, but only over an object whose eTag is still ``etag``.
@@ -187,7 +203,8 @@ class Storage(ABC):
         check_bucket(bucket)
         check_key(key)
         self._check_etag(bucket, key, etag)
-        info = self._put(bucket, key, data)
+        # A rewrite (an erasure's) keeps what the object was written with.
+        info = self._put(bucket, key, data, self._metadata(bucket, key))
         self._announce_created(info)
         return info
 
@@ -315,7 +332,12 @@ class Storage(ABC):
             self._events.emit(removed_event(bucket, key, self.region))
 
     @abstractmethod
-    def _put(self, bucket: str, key: str, data: bytes | BinaryIO) -> ObjectInfo: ...
+    def _put(
+        self, bucket: str, key: str, data: bytes | BinaryIO, metadata: dict[str, str]
+    ) -> ObjectInfo: ...
+
+    @abstractmethod
+    def _metadata(self, bucket: str, key: str) -> dict[str, str]: ...
 
     @abstractmethod
     def _open(self, bucket: str, key: str) -> BinaryIO: ...

@@ -25,7 +25,9 @@ those are unchanged. Why that is safe:
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
 import os
 import secrets
 import threading
@@ -58,6 +60,23 @@ _CACHED_ETAGS = 200_000
 """Paths whose MD5 is cached (about 200 bytes each); the oldest entries go first."""
 
 _FileState = tuple[int, int, int, int]
+
+_METADATA_ATTRIBUTE = "user.lakeward.metadata"
+"""The extended attribute holding an object's metadata (JSON): it stays with the file's
+inode, so a file another program writes over an object has none, as it should."""
+
+
+def _set_metadata(fd: int, uri: str, metadata: dict[str, str]) -> None:
+    try:
+        os.setxattr(fd, _METADATA_ATTRIBUTE, json.dumps(metadata).encode())
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise StorageError(
+                f"could not write {uri} with its metadata ({', '.join(sorted(metadata))}): the "
+                "lake's file system keeps no extended attributes (user.*), where the file:// "
+                "lake keeps an object's metadata"
+            ) from None
+        raise
 
 
 def _state(status: os.stat_result) -> _FileState:
@@ -104,13 +123,17 @@ class LocalStorage(Storage):
     def _path(self, bucket: str, key: str) -> Path:
         return self.base / bucket / key
 
-    def _put(self, bucket: str, key: str, data: bytes | BinaryIO) -> ObjectInfo:
+    def _put(
+        self, bucket: str, key: str, data: bytes | BinaryIO, metadata: dict[str, str]
+    ) -> ObjectInfo:
         uri = self.uri(bucket, key)
         target = self._path(bucket, key)
         fd, temp = self._create_temp(bucket, key, target)
         digests = Digests()
         try:
             with os.fdopen(fd, "wb") as out:
+                if metadata:  # on the file itself, so the rename publishes both at once
+                    _set_metadata(out.fileno(), uri, metadata)
                 for chunk in iter_chunks(data, uri):
                     digests.update(chunk)
                     out.write(chunk)
@@ -183,6 +206,16 @@ class LocalStorage(Storage):
             return open(self._path(bucket, key), "rb")  # noqa: SIM115 - the caller closes it
         except OSError as exc:
             self._raise_read_error(bucket, key, exc)
+
+    def _metadata(self, bucket: str, key: str) -> dict[str, str]:
+        try:
+            raw = os.getxattr(self._path(bucket, key), _METADATA_ATTRIBUTE)
+        except OSError as exc:
+            if exc.errno in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+                return {}  # written without metadata, or by another program
+            self._raise_read_error(bucket, key, exc)
+        found = json.loads(raw)
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
     def _raise_read_error(self, bucket: str, key: str, exc: OSError) -> NoReturn:
         uri = self.uri(bucket, key)

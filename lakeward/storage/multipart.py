@@ -16,7 +16,7 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -46,6 +46,7 @@ class Upload:
     bucket: str
     key: str
     initiated: datetime
+    metadata: dict[str, str] = field(default_factory=dict)  # the object's, when completed
 
 
 @dataclass(frozen=True)
@@ -61,11 +62,18 @@ class MultipartUploads:
         self.storage = storage
         self.folder = folder
 
-    def create(self, bucket: str, key: str) -> Upload:
-        upload = Upload(secrets.token_urlsafe(24), bucket, key, datetime.now(UTC))
+    def create(self, bucket: str, key: str, metadata: dict[str, str] | None = None) -> Upload:
+        upload = Upload(
+            secrets.token_urlsafe(24), bucket, key, datetime.now(UTC), dict(metadata or {})
+        )
         place = self.folder / upload.upload_id
         place.mkdir(parents=True)
-        record = {"bucket": bucket, "key": key, "initiated": upload.initiated.isoformat()}
+        record = {
+            "bucket": bucket,
+            "key": key,
+            "initiated": upload.initiated.isoformat(),
+            "metadata": upload.metadata,
+        }
         (place / "upload.json").write_text(json.dumps(record))
         return upload
 
@@ -84,7 +92,8 @@ class MultipartUploads:
                 "upload may have been aborted or completed.",
                 404,
             )
-        return Upload(upload_id, bucket, key, datetime.fromisoformat(record["initiated"]))
+        initiated = datetime.fromisoformat(record["initiated"])
+        return Upload(upload_id, bucket, key, initiated, dict(record.get("metadata", {})))
 
     def put_part(self, upload: Upload, number: int, data: BinaryIO) -> Part:
         if not 1 <= number <= MAX_PART_NUMBER:
@@ -155,7 +164,9 @@ class MultipartUploads:
                 )
             paths.append(self.folder / upload.upload_id / f"{number:05d}.{part.etag}")
         with _Joined(paths) as joined:
-            info = self.storage.put(upload.bucket, upload.key, cast(BinaryIO, joined))
+            info = self.storage.put(
+                upload.bucket, upload.key, cast(BinaryIO, joined), upload.metadata
+            )
         self.abort(upload)
         return info
 

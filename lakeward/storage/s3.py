@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 from urllib.parse import urlsplit
 
@@ -193,7 +193,9 @@ class S3Storage(Storage):
             reason = f"{message or 'the request failed'} ({code or 'no error code'})"
         return StorageError(f"could not {action} {uri}: {reason}")
 
-    def _put(self, bucket: str, key: str, data: bytes | BinaryIO) -> ObjectInfo:
+    def _put(
+        self, bucket: str, key: str, data: bytes | BinaryIO, metadata: dict[str, str]
+    ) -> ObjectInfo:
         uri = self.uri(bucket, key)
         digests = Digests()
         with tempfile.SpooledTemporaryFile(max_size=SPOOL_MAX_MEMORY) as spool:
@@ -223,7 +225,8 @@ class S3Storage(Storage):
                     ContentLength=digests.size,
                     ContentMD5=base64.b64encode(digests.md5_digest).decode("ascii"),
                     ChecksumSHA256=base64.b64encode(digests.sha256_digest).decode("ascii"),
-                    Metadata={"sha256": digests.sha256},
+                    **_put_arguments(metadata, uri),
+                    Metadata={**_user_metadata(metadata, uri), _SHA256: digests.sha256},
                 )
         return ObjectInfo(
             bucket=bucket,
@@ -254,6 +257,20 @@ class S3Storage(Storage):
             uri=uri,
             sha256=head.get("Metadata", {}).get("sha256"),
         )
+
+    def _metadata(self, bucket: str, key: str) -> dict[str, str]:
+        uri = self.uri(bucket, key)
+        with self._errors("read", uri):
+            head = self._client.head_object(Bucket=self.root_bucket, Key=self._key(bucket, key))
+        found = {
+            header: _header(head[field]) for header, field in _STANDARD.items() if field in head
+        }
+        if found.get("Content-Type") == "binary/octet-stream":  # S3's own default
+            del found["Content-Type"]
+        for name, value in head.get("Metadata", {}).items():
+            if name != _SHA256:
+                found[f"x-amz-meta-{name}"] = value
+        return found
 
     def _exists(self, bucket: str, key: str) -> bool:
         try:
@@ -366,3 +383,45 @@ def _response_time(response: dict[str, Any]) -> datetime:
         except (TypeError, ValueError):
             pass
     return datetime.now(UTC)
+
+
+_SHA256 = "sha256"
+"""The user metadata key under which this backend keeps an object's SHA-256."""
+_STANDARD = {
+    "Content-Type": "ContentType",
+    "Content-Encoding": "ContentEncoding",
+    "Content-Language": "ContentLanguage",
+    "Content-Disposition": "ContentDisposition",
+    "Cache-Control": "CacheControl",
+    "Expires": "Expires",
+}
+"""The headers S3 keeps beside an object, and boto3's names of them."""
+
+
+def _header(value: object) -> str:
+    """A header's value as S3 sent it (boto3 parses Expires into a datetime)."""
+    if isinstance(value, datetime):
+        return format_datetime(value.astimezone(UTC), usegmt=True)
+    return str(value)
+
+
+def _put_arguments(metadata: dict[str, str], uri: str) -> dict[str, str]:
+    arguments = {}
+    for header, value in metadata.items():
+        if header in _STANDARD:
+            arguments[_STANDARD[header]] = value
+        elif not header.startswith("x-amz-meta-"):
+            raise StorageError(f"could not write {uri}: {header} is not object metadata")
+    return arguments
+
+
+def _user_metadata(metadata: dict[str, str], uri: str) -> dict[str, str]:
+    found = {
+        k.removeprefix("x-amz-meta-"): v for k, v in metadata.items() if k.startswith("x-amz-meta-")
+    }
+    if _SHA256 in found:
+        raise StorageError(
+            f"could not write {uri}: x-amz-meta-{_SHA256} is kept by lakeward itself on the "
+            "AWS S3 backend (the object's SHA-256)"
+        )
+    return found

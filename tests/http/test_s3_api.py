@@ -180,6 +180,74 @@ def test_listings_paginate_and_group_by_delimiter(s3: Any) -> None:
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="list/")
 
 
+def test_objects_keep_the_metadata_they_were_written_with(s3: Any, url: str) -> None:
+    s3.put_object(
+        Bucket=BUCKET,
+        Key="meta/report.csv.gz",
+        Body=b"gzipped",
+        ContentType="text/csv",
+        ContentEncoding="gzip",
+        CacheControl="max-age=60",
+        ContentDisposition='attachment; filename="report.csv.gz"',
+        Metadata={"Source": "jhu", "rows": "2"},
+    )
+    head = s3.head_object(Bucket=BUCKET, Key="meta/report.csv.gz")
+    assert (head["ContentType"], head["ContentEncoding"], head["CacheControl"]) == (
+        "text/csv",
+        "gzip",
+        "max-age=60",
+    )
+    assert head["ContentDisposition"] == 'attachment; filename="report.csv.gz"'
+    assert head["Metadata"] == {"source": "jhu", "rows": "2"}  # names lower-cased, as S3 does
+    got = s3.get_object(
+        Bucket=BUCKET, Key="meta/report.csv.gz", ResponseContentType="application/gzip"
+    )
+    assert got["ContentType"] == "application/gzip" and got["Metadata"]["source"] == "jhu"
+    # Written without: S3's default type, no user metadata.
+    s3.put_object(Bucket=BUCKET, Key="meta/plain", Body=b"x")
+    plain = s3.head_object(Bucket=BUCKET, Key="meta/plain")
+    assert (plain["ContentType"], plain["Metadata"]) == ("binary/octet-stream", {})
+
+    # A copy keeps the source's metadata, or takes the request's with REPLACE.
+    s3.copy_object(
+        Bucket=BUCKET, Key="meta/copy", CopySource={"Bucket": BUCKET, "Key": "meta/report.csv.gz"}
+    )
+    assert s3.head_object(Bucket=BUCKET, Key="meta/copy")["Metadata"] == head["Metadata"]
+    s3.copy_object(
+        Bucket=BUCKET,
+        Key="meta/copy",
+        CopySource={"Bucket": BUCKET, "Key": "meta/copy"},
+        MetadataDirective="REPLACE",
+        ContentType="application/gzip",
+        Metadata={"reviewed": "yes"},
+    )
+    replaced = s3.head_object(Bucket=BUCKET, Key="meta/copy")
+    assert (replaced["ContentType"], replaced["Metadata"]) == (
+        "application/gzip",
+        {"reviewed": "yes"},
+    )
+    # A copy onto itself that changes nothing is refused, as S3 refuses it.
+    same = {"Bucket": BUCKET, "Key": "meta/copy"}
+    assert error_code(s3.copy_object, Bucket=BUCKET, Key="meta/copy", CopySource=same) == (
+        "InvalidRequest",
+        400,
+    )
+    # Multipart uploads take their metadata when created.
+    config = TransferConfig(multipart_threshold=5 * MB, multipart_chunksize=5 * MB)
+    s3.upload_fileobj(
+        io.BytesIO(os.urandom(6 * MB)), BUCKET, "meta/big.bin", Config=config,
+        ExtraArgs={"ContentType": "application/x-parquet", "Metadata": {"part": "many"}},
+    )  # fmt: skip
+    big = s3.head_object(Bucket=BUCKET, Key="meta/big.bin")
+    assert (big["ContentType"], big["Metadata"]) == ("application/x-parquet", {"part": "many"})
+    # More than S3's 2 KB of user metadata is refused, and nothing is written.
+    too_much = {"note": "x" * 2100}
+    refused = error_code(s3.put_object, Bucket=BUCKET, Key="meta/big-note", Body=b"x",
+                         Metadata=too_much)  # fmt: skip
+    assert refused == ("MetadataTooLarge", 400)
+    assert error_code(s3.head_object, Bucket=BUCKET, Key="meta/big-note") == ("404", 404)
+
+
 def test_the_transfer_manager_uploads_and_downloads_in_parts(s3: Any, settings: Settings) -> None:
     data = os.urandom(11 * MB + 123)
     config = TransferConfig(multipart_threshold=5 * MB, multipart_chunksize=5 * MB)
@@ -246,6 +314,11 @@ def test_the_aws_cli_copies_lists_syncs_and_removes(
         (local / "2024" / name).write_text(json.dumps({"review": name}))
     run("cp", str(local / "2024" / "a.json"), f"s3://{BUCKET}/cli/one file.json")
     assert "one file.json" in run("ls", f"s3://{BUCKET}/cli/")
+    # The CLI guesses a file's type from its name; the object keeps it.
+    s3 = client(url, keys["engineer"])
+    assert s3.head_object(Bucket=BUCKET, Key="cli/one file.json")["ContentType"] == (
+        "application/json"
+    )
     run("sync", str(local), f"s3://{BUCKET}/cli/reviews/")
     listed = run("ls", "--recursive", f"s3://{BUCKET}/cli/")
     assert "cli/reviews/2024/a.json" in listed and "cli/reviews/2024/b.json" in listed

@@ -49,6 +49,26 @@ def test_put_replaces_an_object(storage: Storage) -> None:
     assert storage.stat(BUCKET, "k").size == len(b"new content")
 
 
+def test_metadata_is_kept_with_the_object_and_replaced_with_it(storage: Storage) -> None:
+    written = {
+        "Content-Type": "text/csv",
+        "Content-Encoding": "gzip",
+        "Cache-Control": "no-cache",
+        "Expires": "Thu, 01 Dec 2044 16:00:00 GMT",
+        "x-amz-meta-source": "jhu",
+    }
+    storage.put(BUCKET, "meta/a.csv", b"a,b\n", written)
+    assert storage.metadata(BUCKET, "meta/a.csv") == written
+    # A rewrite that must match the object's eTag (an erasure's) keeps its metadata.
+    storage.put_if_match(BUCKET, "meta/a.csv", b"a\n", storage.stat(BUCKET, "meta/a.csv").etag)
+    assert storage.metadata(BUCKET, "meta/a.csv") == written
+    # A plain put replaces the object whole: metadata included.
+    storage.put(BUCKET, "meta/a.csv", b"new")
+    assert storage.metadata(BUCKET, "meta/a.csv") == {}
+    with pytest.raises(ObjectNotFound):
+        storage.metadata(BUCKET, "meta/missing")
+
+
 def test_stat_fields(storage: Storage) -> None:
     data = b"some bytes " * 1000
     written = storage.put(BUCKET, "dir/obj.txt", data)

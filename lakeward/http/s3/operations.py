@@ -2,9 +2,9 @@
 
 Buckets: ListBuckets, HeadBucket, GetBucketLocation. Listing: ListObjectsV2 and
 ListObjects. Objects: HeadObject, GetObject (one range, conditional headers),
-PutObject, CopyObject, DeleteObject, DeleteObjects. Multipart: create, upload part,
-list parts, complete, abort. Anything else is refused with ``NotImplemented``
-naming it.
+PutObject, CopyObject, DeleteObject, DeleteObjects, each keeping or answering the
+object's metadata (``metadata.py``). Multipart: create, upload part, list parts,
+complete, abort. Anything else is refused with ``NotImplemented`` naming it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from email.utils import format_datetime, parsedate_to_datetime
+from email.utils import format_datetime
 from pathlib import Path
 from typing import BinaryIO, cast
 from urllib.parse import quote, unquote
@@ -29,7 +29,9 @@ from starlette.responses import Response, StreamingResponse
 from lakeward.access.arns import s3_arn
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings
-from lakeward.errors import InvalidRequest, ObjectNotFound, PreconditionFailed
+from lakeward.errors import InvalidRequest, ObjectNotFound
+from lakeward.http.s3 import metadata
+from lakeward.http.s3.conditions import conditional, etag_header
 from lakeward.http.s3.payload import decode
 from lakeward.http.s3.xml import Field, S3Error, document, no_such_bucket, parse, s3_code
 from lakeward.http.sigv4 import Signed
@@ -54,10 +56,6 @@ class Call:
     params: dict[str, str]
     headers: dict[str, str]  # lower-case names
     signed: Signed
-
-
-def _etag(value: str) -> str:
-    return f'"{value}"'
 
 
 def _http_date(when: datetime) -> str:
@@ -177,7 +175,7 @@ class Operations:
                     [
                         ("Key", name(info.key)),
                         ("LastModified", info.last_modified),
-                        ("ETag", _etag(info.etag)),
+                        ("ETag", etag_header(info.etag)),
                         ("Size", info.size),
                         ("StorageClass", "STANDARD"),
                     ],
@@ -280,15 +278,20 @@ class Operations:
         self.access.authorize("s3:GetObject", s3_arn(call.bucket, call.key))
         stream, info = self._open(call.bucket, call.key)
         try:
-            status, start, length = _conditional(call.headers, info)
+            status, start, length = conditional(call.headers, info)
+        except BaseException:
+            stream.close()
+            raise
+        try:
+            stored = self.storage.metadata(call.bucket, call.key)
         except BaseException:
             stream.close()
             raise
         headers = {
-            "ETag": _etag(info.etag),
+            "ETag": etag_header(info.etag),
             "Last-Modified": _http_date(info.last_modified),
             "Accept-Ranges": "bytes",
-            "Content-Type": "binary/octet-stream",
+            **metadata.response_headers(stored, call.params),
             "Content-Length": str(length),
         }
         if status == 206:
@@ -363,9 +366,10 @@ class Operations:
         if call.key.endswith("/") and not data.read(1):
             # A "folder" marker (pyarrow, consoles): the lake's folders exist through their
             # objects, as on S3 without markers, so there is nothing to store.
-            return Response(headers={"ETag": _etag(EMPTY_MD5)})
-        info = self.storage.put(call.bucket, call.key, data)
-        return Response(headers=_checksums(call.headers, {"ETag": _etag(info.etag)}))
+            return Response(headers={"ETag": etag_header(EMPTY_MD5)})
+        given = metadata.from_request(call.headers)
+        info = self.storage.put(call.bucket, call.key, data, given)
+        return Response(headers=_checksums(call.headers, {"ETag": etag_header(info.etag)}))
 
     def copy_object(self, call: Call) -> Response:
         source = unquote(call.headers["x-amz-copy-source"]).split("?", 1)[0].lstrip("/")
@@ -375,9 +379,19 @@ class Operations:
         self._check_bucket(bucket)
         self.access.authorize("s3:GetObject", s3_arn(bucket, key))
         self.access.authorize("s3:PutObject", s3_arn(call.bucket, call.key))
+        directive = call.headers.get("x-amz-metadata-directive", "COPY").upper()
+        if directive not in ("COPY", "REPLACE"):
+            raise S3Error("InvalidArgument", "x-amz-metadata-directive is COPY or REPLACE")
+        if directive == "COPY" and (bucket, key) == (call.bucket, call.key):
+            raise S3Error(
+                "InvalidRequest",
+                "This copy request is illegal because it is trying to copy an object to itself "
+                "without changing the object's metadata, storage class, website redirect "
+                "location or encryption attributes.",
+            )
         stream, source_info = self._open(bucket, key)
         with stream:
-            _, _, _ = _conditional(
+            _, _, _ = conditional(
                 {
                     k.removeprefix("x-amz-copy-source-"): v
                     for k, v in call.headers.items()
@@ -385,9 +399,14 @@ class Operations:
                 },
                 source_info,
             )
-            info = self.storage.put(call.bucket, call.key, stream)
+            if directive == "COPY":
+                given = self.storage.metadata(bucket, key)
+            else:
+                given = metadata.from_request(call.headers)
+            info = self.storage.put(call.bucket, call.key, stream, given)
         result = document(
-            "CopyObjectResult", [("LastModified", info.last_modified), ("ETag", _etag(info.etag))]
+            "CopyObjectResult",
+            [("LastModified", info.last_modified), ("ETag", etag_header(info.etag))],
         )
         return _xml(result)
 
@@ -396,7 +415,7 @@ class Operations:
     def create_upload(self, call: Call) -> Response:
         self.access.authorize("s3:PutObject", s3_arn(call.bucket, call.key))
         check_key(call.key)  # a key the lake cannot hold is refused now, not at the end
-        upload = self.uploads.create(call.bucket, call.key)
+        upload = self.uploads.create(call.bucket, call.key, metadata.from_request(call.headers))
         fields: list[Field] = [
             ("Bucket", call.bucket),
             ("Key", call.key),
@@ -411,7 +430,7 @@ class Operations:
         except ValueError:
             raise S3Error("InvalidArgument", "partNumber must be an integer") from None
         part = self.uploads.put_part(upload, number, data)
-        return Response(headers=_checksums(call.headers, {"ETag": _etag(part.etag)}))
+        return Response(headers=_checksums(call.headers, {"ETag": etag_header(part.etag)}))
 
     def list_parts(self, call: Call) -> Response:
         self.access.authorize("s3:ListMultipartUploadParts", s3_arn(call.bucket, call.key))
@@ -429,7 +448,7 @@ class Operations:
                     [
                         ("PartNumber", part.number),
                         ("LastModified", part.last_modified),
-                        ("ETag", _etag(part.etag)),
+                        ("ETag", etag_header(part.etag)),
                         ("Size", part.size),
                     ],
                 )
@@ -451,7 +470,7 @@ class Operations:
             ("Location", f"/{call.bucket}/{quote(call.key)}"),
             ("Bucket", call.bucket),
             ("Key", call.key),
-            ("ETag", _etag(info.etag)),
+            ("ETag", etag_header(info.etag)),
         ]
         return _xml(document("CompleteMultipartUploadResult", fields))
 
@@ -509,72 +528,6 @@ async def _small_body(call: Call) -> bytes:
     raw.seek(0)
     decoded = decode(raw, io.BytesIO(), call.headers, call.signed)
     return decoded.file.read()
-
-
-def _conditional(headers: dict[str, str], info: ObjectInfo) -> tuple[int, int, int]:
-    """(status, first byte, length) of a GET's answer after its conditions and range."""
-    etag = _etag(info.etag)
-    modified = info.last_modified.replace(microsecond=0)
-    match = headers.get("if-match")
-    none_match = headers.get("if-none-match")
-    if match is not None and match.strip() not in ("*", etag) and match.strip('"') != info.etag:
-        raise PreconditionFailed("At least one of the pre-conditions you specified did not hold")
-    since = _date(headers.get("if-unmodified-since"))
-    if match is None and since is not None and modified > since:
-        raise PreconditionFailed("At least one of the pre-conditions you specified did not hold")
-    if none_match is not None and (
-        none_match.strip() in ("*", etag) or none_match.strip('"') == info.etag
-    ):
-        return 304, 0, 0
-    since = _date(headers.get("if-modified-since"))
-    if none_match is None and since is not None and modified <= since:
-        return 304, 0, 0
-    wanted = headers.get("range")
-    if not wanted:
-        return 200, 0, info.size
-    span = _range(wanted, info.size)
-    if span is None:
-        return 200, 0, info.size
-    return 206, span[0], span[1]
-
-
-def _date(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-
-
-def _range(text: str, size: int) -> tuple[int, int] | None:
-    """(start, length) of a ``bytes=`` range; None to send it all (a form S3 ignores)."""
-    unit, _, spec = text.partition("=")
-    if unit.strip() != "bytes" or "," in spec:
-        return None
-    first, dash, last = spec.strip().partition("-")
-    if not dash or not (first.isdigit() or last.isdigit()):
-        return None
-    if not first:  # the last N bytes
-        length = min(int(last), size)
-        if length == 0:
-            raise _invalid_range(size)
-        return size - length, length
-    start = int(first)
-    if start >= size:
-        raise _invalid_range(size)
-    end = min(int(last), size - 1) if last.isdigit() else size - 1
-    if end < start:
-        return None
-    return start, end - start + 1
-
-
-def _invalid_range(size: int) -> S3Error:
-    return S3Error(
-        "InvalidRange",
-        f"The requested range is not satisfiable (the object has {size} bytes)",
-        416,
-    )
 
 
 def _read(stream: BinaryIO, start: int, length: int) -> Iterator[bytes]:
