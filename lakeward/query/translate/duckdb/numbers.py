@@ -1,11 +1,12 @@
 """The static numeric types of Trino expressions, where the query text alone tells them.
 
 Trino types a decimal result by rules on its operands' precision and scale
-(``100.0`` is decimal(4,1); ``decimal(4,1) * bigint`` is decimal(23,1)); DuckDB
+(``DECIMAL '100.0'`` is decimal(4,1); ``decimal(4,1) * bigint`` is decimal(23,1)); DuckDB
 follows the same rules for ``+``, ``-`` and ``*`` but not for ``/``, ``%``,
 ``round``, ``ceil`` or ``floor``, nor for literals with leading zeros. Those
 need the operand types when the DuckDB text is written: here they are worked
-out from literals, casts and the operators over them. ``None`` means not known
+out from literals, casts and the operators over them (a number with a point and no
+exponent reaches here written with one, a double: ``sql/queries.py``). ``None`` means not known
 (a column, a function this does not type): the caller then leaves the choice
 to DuckDB's binder through a macro that refuses decimals it cannot type.
 """
