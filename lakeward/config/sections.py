@@ -207,6 +207,17 @@ class ServerSettings(_Section):
     )
 
 
+class LogsSettings(_Section):
+    """The stack's process logs (<data dir>/run/*.log), rotated by the server."""
+
+    max_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=64 * 1024,
+        description="A log larger than this is copied to <name>.log.1 and emptied",
+    )
+    keep: int = Field(default=3, ge=0, le=100, description="Rotated copies kept per log")
+
+
 class ApiSettings(_Section):
     """The access key pair API clients sign requests with (AWS Signature V4)."""
 
@@ -378,6 +389,7 @@ class Settings(BaseModel):
     metastore: MetastoreSettings = Field(default_factory=MetastoreSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    logs: LogsSettings = Field(default_factory=LogsSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     access: AccessSettings = Field(default_factory=AccessSettings)
     covid: CovidSettings = Field(default_factory=CovidSettings)

@@ -3,7 +3,8 @@
 * the erasure worker (``erasure.run_worker``): the steps that follow an approval;
 * the real-time indexer: storage events, the ``file://`` lake's watcher, and the
   notifications posted to the webhook (``POST /events/s3``);
-* the BI service's scheduled extract refreshes.
+* the BI service's scheduled extract refreshes;
+* the rotation of the stack's process logs (``run_logs.py``), every ``LOG_CHECK`` s.
 
 With one process (``create_app`` alone, as in tests) they run in it. Under
 ``lakeward serve`` they run in the supervisor, beside its workers: a worker that
@@ -14,6 +15,7 @@ notifications to the supervisor's indexer (relay.py).
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from lakeward.access.control import AccessControl
 from lakeward.bi.service import BiService
@@ -22,6 +24,9 @@ from lakeward.erasure.realtime import RealtimeIndexer
 from lakeward.erasure.service import ErasureIndexService
 from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.query.service import QueryService
+from lakeward.run_logs import rotate_logs
+
+LOG_CHECK = 60.0
 
 
 class Background:
@@ -49,9 +54,12 @@ class Background:
         self._owns_workflow = workflow is None
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
+        self._logs: threading.Thread | None = None
 
     def start(self) -> None:
         self.indexer.start()
+        self._logs = threading.Thread(target=self._rotate_logs, name="log-rotation", daemon=True)
+        self._logs.start()
         if self.settings.erasure.run_worker:
             # Approvals arrive through the server, so it also takes the steps that follow.
             self._worker = threading.Thread(
@@ -59,8 +67,16 @@ class Background:
             )
             self._worker.start()
 
+    def _rotate_logs(self) -> None:
+        run_dir = Path(self.settings.data_dir) / "run"
+        limits = self.settings.logs
+        while not self._stop.wait(LOG_CHECK):
+            rotate_logs(run_dir, limits.max_bytes, limits.keep)
+
     def stop(self) -> None:
         self._stop.set()
+        if self._logs is not None:
+            self._logs.join(timeout=10)
         if self._worker is not None:
             self._worker.join(timeout=60)
         self.indexer.stop()
