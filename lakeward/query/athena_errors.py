@@ -45,6 +45,7 @@ _TRINO_NAME = re.compile(r"^([A-Z][A-Z_]+):")
 _DUCKDB = re.compile(r"^(Binder|Catalog|Conversion|Parser|Invalid Input|Out of Range) Error: ")
 _SPARK = re.compile(r"^(?:AnalysisException: )?\[([A-Z_]+)(?:\.[A-Z_]+)?\] ")
 _INT_NAMES = {"INT8": "TINYINT", "INT16": "SMALLINT", "INT32": "INT", "INT64": "BIGINT"}
+_TRINO_INTEGERS = {"INT8": "tinyint", "INT16": "smallint", "INT32": "integer", "INT64": "bigint"}
 
 
 def position(query: str, pattern: str) -> str:
@@ -126,6 +127,11 @@ _DUCKDB_RULES: list[tuple[re.Pattern[str], Callable[[str, dict[str, str]], str]]
      lambda q, g: g["reason"]),
     (re.compile(r"Could not convert string '(?P<value>.*)' to (?P<type>\w+)"), _cast),
     (re.compile(r"Table with name (?P<name>\S+) does not exist"), _table),
+    # A narrowing cast (an INSERT's into a smaller column) of a value that does not fit.
+    (re.compile(r"with value (?P<value>\S+) can't be cast because the value is out of range for "
+                r"the destination type (?P<type>\w+)"),
+     lambda q, g: "NUMERIC_VALUE_OUT_OF_RANGE: Out of range for "
+                  f"{_TRINO_INTEGERS.get(g['type'], g['type'].lower())}: {g['value']}"),
 ]  # fmt: skip
 _SPARK_RULES: list[tuple[re.Pattern[str], Callable[[str, dict[str, str]], str]]] = [
     (re.compile(r"with name `(?P<name>[^`]+)` cannot be resolved"), _column),

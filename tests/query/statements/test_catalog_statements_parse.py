@@ -184,7 +184,8 @@ def test_hive_string_escapes() -> None:
         ("CREATE EXTERNAL TABLE t AS SELECT 1", "expected a list of columns"),
         ("CREATE EXTERNAL TABLE t (a int) PARTITIONED BY (a int)", "also a column of the table"),
         (
-            "CREATE EXTERNAL TABLE t (a int) PARTITIONED BY (p int) CLUSTERED BY (p) INTO 2 BUCKETS",
+            "CREATE EXTERNAL TABLE t (a int) PARTITIONED BY (p int) "
+            "CLUSTERED BY (p) INTO 2 BUCKETS",
             "bucketing column p is not a column of the table",
         ),
         ("CREATE EXTERNAL TABLE t (a int) CLUSTERED BY (a) INTO 0 BUCKETS", "at least 1"),

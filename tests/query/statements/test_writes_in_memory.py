@@ -232,12 +232,18 @@ def test_refused_writes_change_nothing(sales: QueryService) -> None:
     reason = failed(sales, "INSERT INTO kept VALUES ('not a number')")
     assert "Insert query has mismatched column types: Table: [integer], Query: [varchar]" in reason
     assert lake_files(sales, before.location) == files
-    # 2.25 is a double to Athena, which a decimal column does not take without a cast.
-    succeeded(sales, "CREATE TABLE priced AS SELECT DECIMAL '1.50' AS amount")
-    reason = failed(sales, "INSERT INTO priced VALUES (2.25)")
-    assert "Table: [decimal], Query: [double]" in reason
-    succeeded(sales, "INSERT INTO priced VALUES (DECIMAL '2.25')")
-    assert sorted(rows(sales, "SELECT amount FROM priced")) == [["1.50"], ["2.25"]]
+    # A value of a type compatible with its column's goes in through a cast, as Trino's
+    # INSERT takes it: 2.25 (a double to Athena) into a decimal column, 7 into a real.
+    succeeded(sales, "CREATE TABLE priced AS SELECT DECIMAL '1.50' AS amount, REAL '1' AS r")
+    succeeded(sales, "INSERT INTO priced VALUES (2.25, 7.5), (DECIMAL '3.125', 7)")
+    assert sorted(rows(sales, "SELECT amount, r FROM priced")) == [
+        ["1.50", "1.0"], ["2.25", "7.5"], ["3.13", "7.0"]
+    ]  # fmt: skip
+    # A narrowing that does not fit fails the write, and nothing is added.
+    succeeded(sales, "CREATE TABLE small AS SELECT 1 AS n")
+    reason = failed(sales, "INSERT INTO small VALUES (BIGINT '9999999999')")
+    assert reason == "NUMERIC_VALUE_OUT_OF_RANGE: Out of range for integer: 9999999999"
+    assert rows(sales, "SELECT n FROM small") == [["1"]]
 
 
 def test_a_stopped_or_failing_write_leaves_nothing(

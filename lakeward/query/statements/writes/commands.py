@@ -399,12 +399,14 @@ class InsertInto(_FromSelect):
 def check_types(
     table: list[tuple[str, str]], query: list[tuple[str, str]], listed: tuple[str, ...]
 ) -> None:
-    """Trino's rule: each value must be coercible to its column's type without a cast."""
+    """Trino's rule for INSERT: each value's type must be compatible with its column's, one
+    coercible to the other; a narrower column takes the value through a cast that fails
+    where the value does not fit (a bigint into an integer column, a double into a real)."""
     wanted = {name: athena_type_of_hive(kind).name for name, kind in table}
     mismatched = [
         (wanted[name], given)
         for name, (_, given) in zip(listed, query, strict=True)
-        if not coercible(given, wanted[name])
+        if not (coercible(given, wanted[name]) or coercible(wanted[name], given))
     ]
     if mismatched:
         table_types = ", ".join(wanted[n] for n in listed)
