@@ -31,9 +31,13 @@ def declared_string_types(
     """The bounded string type of each result column whose type the query text shows,
     by position. Only a plain SELECT is typed (a set operation's columns take the
     common type of its branches, which is left to the engine)."""
-    if statement.target._ast is None or not isinstance(statement.target._ast, exp.Select):
+    query = statement.target._ast
+    if query is None or not isinstance(query, exp.Select):
         return {}
-    tree = statement.target._ast.copy()
+    bounded_columns = any(_BOUNDED.match(c.type) for cols in columns.values() for c in cols)
+    if not bounded_columns and not any(_may_be_bounded(p) for p in query.selects):
+        return {}  # the common case, decided without typing the query (a few % of a query)
+    tree = query.copy()
     stored = {
         (r.catalog, r.database, r.table): {c.name.lower(): c.type for c in cols}
         for r, cols in columns.items()
@@ -45,6 +49,14 @@ def declared_string_types(
         if bounded:
             found[position] = AthenaType(bounded.group(1), int(bounded.group(2)))
     return found
+
+
+def _may_be_bounded(projection: exp.Expr) -> bool:
+    """Whether a projection holds a string literal or a cast, which may type it bounded."""
+    return any(
+        (isinstance(node, exp.Literal) and node.is_string) or isinstance(node, exp.Cast)
+        for node in projection.walk()
+    )
 
 
 def _projected_types(select: exp.Select, stored: numbers.Columns) -> list[str | None]:
