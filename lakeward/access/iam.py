@@ -19,6 +19,7 @@ from lakeward.access.arns import AUDIT_LOG, iam_arn, secret_arn
 from lakeward.access.audit import AuditRecord, VerifyResult
 from lakeward.access.control import AccessControl, Identity
 from lakeward.access.credentials import AccessKey
+from lakeward.access.passwords import check_password
 from lakeward.access.policy import Decision, parse_policy
 from lakeward.access.principals import DEFAULT_SESSION_SECONDS, Group, ManagedPolicy, Role, User
 from lakeward.access.secrets import SecretInfo
@@ -58,7 +59,12 @@ class IamService:
     # -- users and groups ----------------------------------------------------------
 
     def create_user(self, name: str, password: str | None = None) -> None:
-        self._iam("CreateUser", "user", name, lambda: self.principals.create_user(name, password))
+        def create() -> None:
+            if password is not None:
+                check_password(name, password)
+            self.principals.create_user(name, password)
+
+        self._iam("CreateUser", "user", name, create)
 
     def delete_user(self, name: str) -> None:
         self._iam("DeleteUser", "user", name, lambda: self.principals.delete_user(name))
