@@ -69,6 +69,11 @@ def test_administration_pages(page: Any, small_stack: tuple[Settings, str, dict[
     assert page.locator(".home-pages .card strong").all_inner_texts() == ["Administration"]
     assert "Administration" in page.locator("header nav a").all_inner_texts()
     page.goto(base + "/console/admin/users")
+    page.fill("form.stacked input[name=name]", "analyst_2")
+    page.fill("form.stacked input[name=password]", "short")  # the password policy's refusal
+    page.click("text=Create user")
+    assert "PasswordPolicyViolation" in page.locator(".flash.error").inner_text()
+    assert page.locator("table.grid td", has_text="analyst_2").count() == 0
     page.fill("form.stacked input[name=name]", "analyst_1")
     page.fill("form.stacked input[name=password]", "a-long-enough-password-1")
     page.click("text=Create user")
@@ -77,9 +82,13 @@ def test_administration_pages(page: Any, small_stack: tuple[Settings, str, dict[
 
     page.goto(base + "/console/admin/policies")
     page.fill("form.stacked input[name=name]", "Broken")
-    page.fill("form.stacked textarea[name=document]", '{"Statement": "nope"}')
+    written = '{"Version": "2012-10-17",\n "Statement": "nope"}'
+    page.fill("form.stacked textarea[name=document]", written)
     page.click("text=Create policy")
     assert "policy Broken" in page.locator(".flash.error").inner_text()
+    # The form comes back as it was written, so the mistake costs no retyping.
+    assert page.locator("form.stacked textarea[name=document]").input_value() == written
+    assert page.locator("form.stacked input[name=name]").input_value() == "Broken"
 
     page.goto(base + "/console/admin/secrets")
     assert page.locator("td", has_text=ADMIN_SECRET).count() == 1

@@ -36,12 +36,15 @@ def admin_router(console: Console) -> APIRouter:
     access = console.access
     iam = IamService(access)
 
-    def page(request: Request, session: Signed, section: str, **context: Any) -> HTMLResponse:
+    def page(
+        request: Request, session: Signed, section: str, status: int = 200, **context: Any
+    ) -> HTMLResponse:
         sections = [s for s in SECTIONS if console.may(session.user, s[2], s[3])]
         return console.render(
             request,
             f"admin_{section}.html",
             session,
+            status,
             title=dict((s[0], s[1]) for s in SECTIONS)[section],
             page=NAV.key,
             section=section,
@@ -119,10 +122,15 @@ def admin_router(console: Console) -> APIRouter:
 
     @router.get("/policies")
     def policies(request: Request, session: Signed) -> HTMLResponse:
+        return policies_page(request, session)
+
+    def policies_page(
+        request: Request, session: Signed, status: int = 200, **form: Any
+    ) -> HTMLResponse:
         found = [
             (p, json.dumps(p.document, indent=2, sort_keys=False)) for p in iam.list_policies()
         ]
-        return page(request, session, "policies", policies=found)
+        return page(request, session, "policies", status=status, policies=found, **form)
 
     @router.post("/policies")
     def create_policy(
@@ -132,13 +140,13 @@ def admin_router(console: Console) -> APIRouter:
         document: Annotated[str, Form(min_length=2, max_length=131072)],
         description: Annotated[str, Form(max_length=1000)] = "",
     ) -> Response:
-        return change(
-            request,
-            session,
-            "policies",
-            f"created policy {name}",
-            lambda: iam.create_policy(name, document, description),
-        )
+        try:
+            iam.create_policy(name, document, description)
+        except InvalidRequest as exc:
+            # The form again as it was written: a mistake in a long document costs no retyping.
+            draft = {"name": name, "description": description, "document": document}
+            return policies_page(request, session, 400, refusal=exc.message, draft=draft)
+        return redirect("/admin/policies", done=f"created policy {name}")
 
     @router.get("/secrets")
     def secrets(request: Request, session: Signed) -> HTMLResponse:
