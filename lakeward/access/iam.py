@@ -41,9 +41,10 @@ class UserOverview:
 
 @dataclass(frozen=True)
 class GroupOverview:
-    """The groups with their members, and every policy name (to attach one)."""
+    """The groups with their members and attached policies, and every policy name (to
+    attach one)."""
 
-    groups: list[tuple[Group, list[str]]]
+    groups: list[tuple[Group, list[str], list[str]]]
     policies: list[str]
 
 
@@ -92,7 +93,9 @@ class IamService:
         """What the console's groups page shows, under ``iam:ListGroups`` alone."""
         self.access.authorize("iam:ListGroups", iam_arn("group", "*"))
         p = self.principals
-        groups = [(g, p.members_of(g.name)) for g in p.list_groups()]
+        groups = [
+            (g, p.members_of(g.name), p.attached_policies("group", g.name)) for g in p.list_groups()
+        ]
         return GroupOverview(groups, [x.name for x in p.list_policies()])
 
     def add_user_to_group(self, user: str, group: str) -> None:
@@ -163,6 +166,12 @@ class IamService:
 
     def delete_policy(self, name: str) -> None:
         self._iam("DeletePolicy", "policy", name, lambda: self.principals.delete_policy(name))
+
+    def policy_overview(self) -> list[tuple[ManagedPolicy, list[str]]]:
+        """What the console's policies page shows: each policy and where it is attached."""
+        self.access.authorize("iam:ListPolicies", iam_arn("policy", "*"))
+        p = self.principals
+        return [(x, p.attachments_of(x.name)) for x in p.list_policies()]
 
     def list_policies(self) -> list[ManagedPolicy]:
         return self._iam("ListPolicies", "policy", "*", self.principals.list_policies)

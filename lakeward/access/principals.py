@@ -306,14 +306,22 @@ class Principals(CredentialOperations):
             for r in rows
         ]
 
+    def attached_policies(self, kind: str, principal: str) -> list[str]:
+        """The managed policies attached to a user, group or role, by name."""
+        with self.engine.connect() as conn:
+            require_principal(conn, kind, principal)
+            return _names(conn, ATTACHMENTS[kind], "principal", principal, "policy_name")
+
+    def attachments_of(self, policy: str) -> list[str]:
+        """Where a managed policy is attached: ``user/ana``, ``group/Admins``..."""
+        with self.engine.connect() as conn:
+            require_principal(conn, "policy", policy)
+            return _attachments(conn, policy)
+
     def delete_policy(self, name: str) -> None:
         with self._change() as conn:
             require_principal(conn, "policy", name)
-            attached = [
-                f"{kind}/{principal}"
-                for kind, table in ATTACHMENTS.items()
-                for principal in _names(conn, table, "policy_name", name, "principal")
-            ]
+            attached = _attachments(conn, name)
             if attached:
                 raise InvalidRequest(f"policy {name} is still attached to: {', '.join(attached)}")
             conn.execute(delete(policies).where(policies.c.name == name))
@@ -534,3 +542,11 @@ def _validated(document: str | Mapping[str, Any]) -> str:
 
 def _user(row: Any) -> User:
     return User(row.name, as_utc(row.created), row.password_hash is not None)
+
+
+def _attachments(conn: Connection, policy: str) -> list[str]:
+    return [
+        f"{kind}/{principal}"
+        for kind, table in ATTACHMENTS.items()
+        for principal in _names(conn, table, "policy_name", policy, "principal")
+    ]

@@ -80,6 +80,37 @@ def test_administration_pages(page: Any, small_stack: tuple[Settings, str, dict[
     assert "created user analyst_1" in page.locator(".flash.done").inner_text()
     assert page.locator("table.grid td", has_text="analyst_1").count() == 1
 
+    # Membership: no group is chosen for you, each change is confirmed, and undone as easily.
+    asked: list[str] = []
+
+    def accept(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    row = page.locator("table.grid tr", has_text="analyst_1")
+    assert row.locator("select[name=group]").input_value() == ""
+    row.locator("select[name=group]").select_option("SalesGroup")
+    row.locator("button", has_text="Add").click()
+    assert "added analyst_1 to SalesGroup" in page.locator(".flash.done").inner_text()
+    assert asked[-1].startswith("Add analyst_1 to the chosen group?")
+    row = page.locator("table.grid tr", has_text="analyst_1")
+    row.locator("button[aria-label='Remove analyst_1 from SalesGroup']").click()
+    assert "removed analyst_1 from SalesGroup" in page.locator(".flash.done").inner_text()
+    groups_cell = page.locator("table.grid tr", has_text="analyst_1").locator("td:nth-child(2)")
+    assert groups_cell.inner_text().strip() == ""
+
+    # Groups list their policies; a group is created and deleted.
+    page.goto(base + "/console/admin/groups")
+    sales = page.locator("table.grid tr", has_text="SalesGroup")
+    assert sales.locator("td.attached").inner_text() == "AthenaQueryAccessPolicy"
+    page.fill("form.stacked input[name=name]", "Auditors")
+    page.click("text=Create group")
+    assert "created group Auditors" in page.locator(".flash.done").inner_text()
+    page.locator("table.grid tr", has_text="Auditors").locator("button", has_text="Delete").click()
+    assert "deleted group Auditors" in page.locator(".flash.done").inner_text()
+    assert asked[-1] == "Delete group Auditors?"
+
     page.goto(base + "/console/admin/policies")
     page.fill("form.stacked input[name=name]", "Broken")
     written = '{"Version": "2012-10-17",\n "Statement": "nope"}'
@@ -89,6 +120,15 @@ def test_administration_pages(page: Any, small_stack: tuple[Settings, str, dict[
     # The form comes back as it was written, so the mistake costs no retyping.
     assert page.locator("form.stacked textarea[name=document]").input_value() == written
     assert page.locator("form.stacked input[name=name]").input_value() == "Broken"
+    # Each policy says where it is attached.
+    athena = page.locator("details.policy", has_text="AthenaQueryAccessPolicy").locator("summary")
+    assert "attached to group/DataEngineerGroup, group/SalesGroup" in athena.inner_text()
+
+    # A user is deleted, confirmed first.
+    page.goto(base + "/console/admin/users")
+    page.locator("table.grid tr", has_text="analyst_1").locator("button", has_text="Delete").click()
+    assert "deleted user analyst_1" in page.locator(".flash.done").inner_text()
+    assert page.locator("table.grid td", has_text="analyst_1").count() == 0
 
     page.goto(base + "/console/admin/secrets")
     assert page.locator("td", has_text=ADMIN_SECRET).count() == 1
@@ -166,8 +206,11 @@ def test_the_data_protection_group_decides_erasure_requests(
     page.goto(base + "/console/admin/users")
     row = page.locator("table.grid tr", has_text=ADMIN).filter(has_not_text=DPO).first
     row.locator("select[name=group]").select_option(DATA_PROTECTION_GROUP)
-    row.locator("button:text('Add')").click()
+    confirmed: list[str] = []
+    page.once("dialog", lambda dialog: (confirmed.append(dialog.message), dialog.accept()))
+    row.locator("button:text('Add')").click()  # asked first: the group's policies apply at once
     assert f"added {ADMIN} to {DATA_PROTECTION_GROUP}" in page.locator(".flash.done").inner_text()
+    assert confirmed and confirmed[0].startswith(f"Add {ADMIN} to the chosen group?")
     page.goto(base + "/console/")
     assert "Erasure requests" in page.locator(".home-pages .card strong").all_inner_texts()
     approve(page, second, second_user, ADMIN)

@@ -102,6 +102,35 @@ def admin_router(console: Console) -> APIRouter:
             lambda: iam.add_user_to_group(name, group),
         )
 
+    @router.post("/users/{name}/groups/remove")
+    def remove_from_group(
+        request: Request, name: str, session: Signed, group: Annotated[str, Form(min_length=1)]
+    ) -> Response:
+        return change(
+            request,
+            session,
+            "users",
+            f"removed {name} from {group}",
+            lambda: iam.remove_user_from_group(name, group),
+        )
+
+    @router.post("/users/{name}/delete")
+    def delete_user(request: Request, name: str, session: Signed) -> Response:
+        return change(request, session, "users", f"deleted user {name}",
+                      lambda: iam.delete_user(name))  # fmt: skip
+
+    @router.post("/groups")
+    def create_group(
+        request: Request, session: Signed, name: Annotated[str, Form(min_length=1, max_length=128)]
+    ) -> Response:
+        return change(request, session, "groups", f"created group {name}",
+                      lambda: iam.create_group(name))  # fmt: skip
+
+    @router.post("/groups/{name}/delete")
+    def delete_group(request: Request, name: str, session: Signed) -> Response:
+        return change(request, session, "groups", f"deleted group {name}",
+                      lambda: iam.delete_group(name))  # fmt: skip
+
     @router.get("/groups")
     def groups(request: Request, session: Signed) -> HTMLResponse:
         found = iam.group_overview()
@@ -128,7 +157,8 @@ def admin_router(console: Console) -> APIRouter:
         request: Request, session: Signed, status: int = 200, **form: Any
     ) -> HTMLResponse:
         found = [
-            (p, json.dumps(p.document, indent=2, sort_keys=False)) for p in iam.list_policies()
+            (p, json.dumps(p.document, indent=2, sort_keys=False), attached)
+            for p, attached in iam.policy_overview()
         ]
         return page(request, session, "policies", status=status, policies=found, **form)
 
