@@ -130,6 +130,10 @@ def test_administration_pages(page: Any, small_stack: tuple[Settings, str, dict[
     assert "deleted user analyst_1" in page.locator(".flash.done").inner_text()
     assert page.locator("table.grid td", has_text="analyst_1").count() == 0
 
+    # A message in a link from elsewhere (typed, or followed from a mail) is not shown as ours.
+    page.goto(base + "/console/admin/users?error=Your+account+is+locked%2C+call+555-0100")
+    assert page.locator(".flash").count() == 0
+
     page.goto(base + "/console/admin/secrets")
     assert page.locator("td", has_text=ADMIN_SECRET).count() == 1
     assert password not in page.content()  # names only, never values
