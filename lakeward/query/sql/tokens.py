@@ -52,21 +52,22 @@ def _hive_ddl(tokens: list[Token]) -> bool:
 def one_statement(sql: str) -> list[Token]:
     """The tokens of the request's only statement; refuse none or several. A Hive DDL
     statement is read with Hive's strings, any other with Trino's."""
+    trino_error: TokenError | None = None
     try:
         tokens = Tokenizer().tokenize(sql)
     except TokenError as e:
-        trino_error: TokenError | None = e
-        tokens = []
-    else:
-        trino_error = None
-    try:
-        hive = HiveTokenizer().tokenize(sql)
-    except TokenError:
-        hive = None
-    if hive is not None and _hive_ddl(hive):
-        tokens = hive
-    elif trino_error is not None:
-        raise InvalidRequest(f"could not read the query: {trino_error}") from None
+        trino_error, tokens = e, []
+    if trino_error is not None or _hive_ddl(tokens):
+        # Read again with Hive's strings only where they may matter: a DDL statement, or
+        # one Trino's strings cannot read (a Hive string ending in \').
+        try:
+            hive = HiveTokenizer().tokenize(sql)
+        except TokenError:
+            hive = None
+        if hive is not None and _hive_ddl(hive):
+            tokens = hive
+        elif trino_error is not None:
+            raise InvalidRequest(f"could not read the query: {trino_error}") from None
     by_semicolons = groupby(tokens, lambda t: t.token_type == TokenType.SEMICOLON)
     statements = [list(run) for semicolons, run in by_semicolons if not semicolons]
     if not statements:
