@@ -39,8 +39,19 @@ from pathlib import Path; from lakeward.config import load_settings
 print(load_settings(data_dir=Path('$data_dir'), env={}).lake.data_bucket)")
 export AWS_DEFAULT_REGION=us-east-1
 export AWS_ATHENA_S3_STAGING_DIR="s3://$bucket/pyathena-suite/"
+# The suite's default workgroup takes the client's result place, as AWS's primary does; the
+# stack's primary enforces its own, which the suite uses where it names a workgroup.
+"$env/bin/python" - <<EOF
+import boto3
+athena = boto3.client("athena")
+names = [w["Name"] for w in athena.list_work_groups()["WorkGroups"]]
+if "pyathena-suite" not in names:
+    athena.create_work_group(Name="pyathena-suite", Configuration={
+        "ResultConfiguration": {"OutputLocation": "$AWS_ATHENA_S3_STAGING_DIR"},
+        "EnforceWorkGroupConfiguration": False})
+EOF
 export AWS_ATHENA_WORKGROUP=primary
-export AWS_ATHENA_DEFAULT_WORKGROUP=primary
+export AWS_ATHENA_DEFAULT_WORKGROUP=pyathena-suite
 export AWS_ATHENA_SPARK_WORKGROUP=athena-for-spark-is-not-offered
 cd "$suite"
 [ $# -gt 0 ] || set -- tests/pyathena

@@ -51,6 +51,14 @@ _SERDE_KINDS: dict[str, Kind] = {
     OPENX_JSON_SERDE: "json",
     AVRO_SERDE: "avro",
 }
+# SerDes Athena reads and lakeward does not. A table naming one is kept in the catalog, as
+# a crawler or another tool may make it, and a query that reads it is refused.
+CATALOGUED_ONLY = {
+    "com.amazonaws.glue.serde.GrokSerDe": "Grok patterns",
+    "org.apache.hadoop.hive.serde2.RegexSerDe": "regular expressions",
+    "com.amazon.emr.hive.serde.CloudTrailSerde": "CloudTrail logs",
+    "com.amazon.ionhiveserde.IonHiveSerDe": "Amazon Ion",
+}
 
 
 @dataclass(frozen=True)
@@ -67,8 +75,19 @@ class TableFormat:
         """How the files are read; unknown SerDes are refused, never guessed."""
         kind = _SERDE_KINDS.get(self.serde)
         if kind is None:
+            what = CATALOGUED_ONLY.get(self.serde)
+            if what is not None:
+                raise InvalidRequest(
+                    f"SerDe {self.serde} ({what}) is not supported: lakeward keeps such "
+                    "a table in the catalog but does not read its files"
+                )
             raise InvalidRequest(f"SerDe {self.serde} is not supported")
         return kind
+
+    def check_known(self) -> None:
+        """Refuse a SerDe that neither lakeward nor Athena reads."""
+        if self.serde not in CATALOGUED_ONLY:
+            self.kind  # noqa: B018 - raises for a SerDe no reader knows
 
     @classmethod
     def of(cls, table: TableInfo) -> TableFormat:

@@ -12,6 +12,7 @@ import pyarrow as pa
 from lakeward.metastore.tables import Column, PartitionInfo
 from lakeward.query.formats import PARQUET, TableFormat
 from lakeward.query.model import ColumnInfo, TableRef
+from lakeward.query.projection import Projection
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,9 @@ class ResolvedTable:
     # table's). None: not known, the partitions are the key=value directories under
     # the table's location.
     partitions: list[PartitionInfo] | None = None
+    # Athena's partition projection: the partitions the table's properties tell, in place
+    # of the metastore's (lakeward.query.projection).
+    projection: Projection | None = None
     # An Iceberg table: pyiceberg's table, whose snapshot tells the files (not the place),
     # and the snapshot read (None: the current one).
     iceberg: Any = None

@@ -30,6 +30,7 @@ from lakeward.query.model import ColumnInfo, QueryExecution, TableRef, WorkGroup
 from lakeward.query.planner import information_schema, views
 from lakeward.query.planner.iceberg import refuse_iceberg_otherwise, resolve_iceberg
 from lakeward.query.planner.pruning import iceberg_filter
+from lakeward.query.projection import projection_of
 from lakeward.query.sql.queries import Statement
 from lakeward.query.translate.query import to_engine_sql
 from lakeward.query.translate.string_types import declared_string_types, with_string_types
@@ -101,6 +102,8 @@ class Planner:
         tables = [self.resolve(ref) for ref in select.tables]
         tables = [_pruned(table, select) for table in tables]
         for table in tables:
+            _require_injected_values(table, select)
+        for table in tables:
             for place in places(table):  # a partition may lie outside the table's place
                 data_arn = self.lake_arn(place.rstrip("/") + "/*")
                 if data_arn:
@@ -158,8 +161,13 @@ class Planner:
         iceberg = resolve_iceberg(self.settings, catalog, ref, info)
         if iceberg is not None:
             return iceberg
-        # A partitioned table reads the partitions the metastore has, where it has them.
-        partitions = catalog.partitions(ref.database, ref.table) if info.partition_keys else None
+        keys = [k.name for k in info.partition_keys]
+        projection = projection_of(info.parameters, info.location, keys)
+        # A partitioned table reads the partitions the metastore has, where it has them,
+        # unless its properties project them.
+        partitions = None
+        if info.partition_keys and projection is None:
+            partitions = catalog.partitions(ref.database, ref.table)
         return ResolvedTable(
             ref,
             info.location,
@@ -168,6 +176,7 @@ class Planner:
             TableFormat.of(info),
             dict(info.parameters),
             partitions,
+            projection=projection,
         )
 
     def lake_arn(self, uri: str) -> str | None:
@@ -188,8 +197,47 @@ def _pruned(table: ResolvedTable, select: Statement) -> ResolvedTable:
     return replace(table, row_filter=row_filter)
 
 
+def _require_injected_values(table: ResolvedTable, select: Statement) -> None:
+    """Athena's rule for an injected projection column: the query's WHERE compares it only
+    for equality with constants (= or IN), at least once; it has no values otherwise."""
+    if table.projection is None or not table.projection.injected or select._ast is None:
+        return
+    for name in table.projection.injected:
+        named = [
+            c
+            for where in select._ast.find_all(exp.Where)
+            for c in where.find_all(exp.Column)
+            if c.name.lower() == name
+        ]
+        static = [c for c in named if _equal_to_constants(c)]
+        if not static or len(static) != len(named):
+            raise InvalidRequest(
+                f"CONSTRAINT_VIOLATION: For the injected projected partition column {name} of "
+                f"{table.ref}, the WHERE clause must contain only static equality conditions, "
+                "and at least one such condition must be present."
+            )
+
+
+def _equal_to_constants(column: exp.Column) -> bool:
+    """``column = 'v'`` or ``column IN ('v', ...)``, a conjunct of its WHERE (under ANDs only)."""
+    parent = column.parent
+    if isinstance(parent, exp.EQ):
+        other = parent.expression if parent.this is column else parent.this
+        static = isinstance(other, exp.Literal)
+    elif isinstance(parent, exp.In) and parent.this is column and not parent.args.get("query"):
+        static = all(isinstance(e, exp.Literal) for e in parent.expressions)
+    else:
+        return False
+    above = parent.parent
+    while isinstance(above, (exp.And, exp.Paren)):
+        above = above.parent
+    return static and isinstance(above, exp.Where)
+
+
 def places(table: ResolvedTable) -> list[str]:
     """Where a table's files are: its location, or its partitions' when it has them."""
+    if table.projection is not None:
+        return [table.projection.prefix]
     if table.partitions is None:
         return [table.location]
     found: list[str] = []

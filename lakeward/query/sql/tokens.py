@@ -44,7 +44,8 @@ HIVE_DDL = frozenset(
 """The leading words of the statements Athena runs on Hive's DDL parser."""
 
 
-def _hive_ddl(tokens: list[Token]) -> bool:
+def is_hive_ddl(tokens: list[Token]) -> bool:
+    """Whether the statement is one Athena runs on Hive's DDL parser (HIVE_DDL)."""
     words = tuple(t.text.upper() for t in tokens[:3])
     return any(words[: len(start)] == start for start in HIVE_DDL)
 
@@ -57,14 +58,14 @@ def one_statement(sql: str) -> list[Token]:
         tokens = Tokenizer().tokenize(sql)
     except TokenError as e:
         trino_error, tokens = e, []
-    if trino_error is not None or _hive_ddl(tokens):
+    if trino_error is not None or is_hive_ddl(tokens):
         # Read again with Hive's strings only where they may matter: a DDL statement, or
         # one Trino's strings cannot read (a Hive string ending in \').
         try:
             hive = HiveTokenizer().tokenize(sql)
         except TokenError:
             hive = None
-        if hive is not None and _hive_ddl(hive):
+        if hive is not None and is_hive_ddl(hive):
             tokens = hive
         elif trino_error is not None:
             raise InvalidRequest(f"could not read the query: {trino_error}") from None

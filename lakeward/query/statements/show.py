@@ -236,7 +236,7 @@ class ShowCreateView(Command):
         if not is_view(existing):
             raise InvalidRequest(f"Relation {quoted_name(ref)} is a table, not a view")
         view = decode(ref, existing, context.catalogs.names())
-        head = f'CREATE VIEW "{ref.catalog}"."{ref.database}"."{ref.table}"'
+        head = f"CREATE VIEW {ref.database}.{ref.table}"  # as Athena heads it
         if view.comment is not None:
             head += " COMMENT '" + view.comment.replace("'", "''") + "'"
         return lines("Create View", [f"{head} AS", *view.sql.strip().splitlines()], sized=True)

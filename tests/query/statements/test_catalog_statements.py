@@ -314,6 +314,40 @@ def test_a_bucketed_table_is_registered_read_and_kept_but_not_written(
     ok(athena, f"DROP TABLE default.{name}")
 
 
+def test_a_grok_table_is_kept_in_the_catalog_and_refused_when_read(
+    stack: Settings, spark: Any
+) -> None:
+    athena = client_for(stack)
+    name = unique("mail_log")
+    location = lake_dir(stack, name)
+    # A Glue crawler's or PyAthena's Grok table: Athena reads it, lakeward only keeps it.
+    ok(
+        athena,
+        f"CREATE EXTERNAL TABLE default.{name} (queue_id string, syslog_message string)\n"
+        "ROW FORMAT SERDE 'com.amazonaws.glue.serde.GrokSerDe'\nWITH SERDEPROPERTIES (\n"
+        "\t'input.grokCustomPatterns' = 'POSTFIX_QUEUEID [0-9A-F]{7,12}',\n"
+        "\t'input.format' = '%{SYSLOGBASE} %{POSTFIX_QUEUEID:queue_id}: "
+        "%{GREEDYDATA:syslog_message}'\n)\nSTORED AS INPUTFORMAT "
+        "'org.apache.hadoop.mapred.TextInputFormat' OUTPUTFORMAT "
+        "'org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat'\n"
+        f"LOCATION '{location}/'",
+    )
+    described = {r[0]: r[1] for r in spark.sql(f"DESCRIBE FORMATTED default.{name}").collect()}
+    assert described["Serde Library"] == "com.amazonaws.glue.serde.GrokSerDe"
+    shown = "\n".join(r[0] for r in ok(athena, f"SHOW CREATE TABLE default.{name}")["rows"])
+    assert "'input.grokCustomPatterns'='POSTFIX_QUEUEID [0-9A-F]{7,12}'" in shown
+    refused = failed(athena, f"SELECT * FROM default.{name}")
+    assert "SerDe com.amazonaws.glue.serde.GrokSerDe (Grok patterns) is not supported" in refused
+    ok(athena, f"DROP TABLE default.{name}")
+    # A SerDe that neither lakeward nor Athena reads is refused at once.
+    unknown = failed(
+        athena,
+        f"CREATE EXTERNAL TABLE default.{name} (c string) "
+        f"ROW FORMAT SERDE 'com.example.MySerDe' LOCATION '{location}/'",
+    )
+    assert "SerDe com.example.MySerDe is not supported" in unknown
+
+
 def test_the_data_engineer_reads_the_catalog_but_changes_it_only_when_granted(
     stack: Settings,
 ) -> None:

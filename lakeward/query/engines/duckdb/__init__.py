@@ -61,7 +61,7 @@ from lakeward.query.engines.duckdb.hidden import (
     reads_hidden_columns,
 )
 from lakeward.query.engines.duckdb.iceberg import iceberg_source
-from lakeward.query.engines.duckdb.listing import hive_layout, list_files
+from lakeward.query.engines.duckdb.listing import hive_layout, list_files, projected_files
 from lakeward.query.engines.duckdb.overloads import beneath_overloads
 from lakeward.query.engines.duckdb.pool import Connection, ConnectionPool, close
 from lakeward.query.engines.duckdb.readers import (
@@ -288,7 +288,16 @@ class DuckDbEngine(Engine):
             filesystem, root = self._filesystem(table, table.location)
             local = isinstance(filesystem, pafs.LocalFileSystem)
             with self._listing(table.location):
-                if table.partitions is None:
+                if table.projection is not None:
+                    place, where = self._filesystem(table, table.projection.prefix)
+                    if type(place) is not type(filesystem):
+                        raise QueryFailed(
+                            f"the partitions of table {table.ref} are projected to "
+                            f"{table.projection.prefix}, not on the storage of its location "
+                            f"{table.location}"
+                        )
+                    files, dirs = projected_files(filesystem, where, table.projection), [where]
+                elif table.partitions is None:
                     files, dirs = list_files(filesystem, root, keys), [root]
                 else:
                     files, dirs = self._partition_files(table, filesystem, root)

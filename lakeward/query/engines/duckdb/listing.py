@@ -8,6 +8,7 @@ import pyarrow.fs as pafs
 from lakeward.metastore.tables import partition_values
 from lakeward.query.engines.duckdb.scanned import DataFile
 from lakeward.query.formats import HIVE_DEFAULT_PARTITION
+from lakeward.query.projection import Projection
 
 
 def list_files(filesystem: pafs.FileSystem, root: str, keys: list[str]) -> list[DataFile]:
@@ -24,6 +25,25 @@ def list_files(filesystem: pafs.FileSystem, root: str, keys: list[str]) -> list[
             continue  # outside the partition directories: Hive ignores it
         values = tuple(None if v == HIVE_DEFAULT_PARTITION else v for v in named)
         files.append(DataFile(info.path, info.size, values, info.mtime_ns))
+    return sorted(files, key=lambda f: f.path)
+
+
+def projected_files(
+    filesystem: pafs.FileSystem, root: str, projection: Projection
+) -> list[DataFile]:
+    """The files of a projected table's partitions: those under the template's prefix
+    (``root``) at a place the template matches with values the projection allows."""
+    files = []
+    selector = pafs.FileSelector(root, recursive=True, allow_not_found=True)
+    for info in filesystem.get_file_info(selector):
+        relative = info.path[len(root) :].lstrip("/")
+        if info.type != pafs.FileType.File or any(
+            p.startswith(("_", ".")) for p in relative.split("/")
+        ):
+            continue
+        values = projection.values(relative)
+        if values is not None:
+            files.append(DataFile(info.path, info.size, values, info.mtime_ns))
     return sorted(files, key=lambda f: f.path)
 
 

@@ -25,6 +25,7 @@ from lakeward.query.engines.base import (
     WriteResult,
     WriteTarget,
 )
+from lakeward.query.formats import CATALOGUED_ONLY
 from lakeward.query.model import ColumnInfo, TableRef
 from lakeward.query.types import athena_type
 
@@ -230,9 +231,16 @@ def spark_refusal(table: ResolvedTable) -> str | None:
     (``skip.header.line.count`` is not read), types every column of an OpenCSVSerde
     table as a string, and has no JSON SerDe on its class path.
     """
+    if table.projection is not None:
+        return (
+            f"table {table.ref} projects its partitions (projection.enabled), and Spark reads "
+            "the metastore's partitions instead; run the query in a DuckDB workgroup"
+        )
     try:
         kind = table.format.kind
-    except LakewardError:
+    except LakewardError as exc:
+        if table.format.serde in CATALOGUED_ONLY:  # Athena's own SerDes: not on Spark's path
+            return str(exc)
         return None  # a SerDe Spark may have and lakeward does not read: Spark's to say
     if kind not in ("text", "csv", "json"):
         return None

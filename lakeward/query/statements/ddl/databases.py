@@ -84,7 +84,7 @@ def parse_create_database(sql: str, cursor: Cursor, names: Names) -> Command:
     catalog, database = _database(reader, names)
     command = CreateDatabase(catalog, database, if_not_exists)
     if reader.word("COMMENT"):
-        command.comment = reader.string("a quoted comment")
+        command.comment = reader.prose("a quoted comment")
     if reader.word("LOCATION"):
         command.location = reader.string("a quoted location")
     if reader.words("WITH", "DBPROPERTIES"):

@@ -169,7 +169,7 @@ def parse_alter_iceberg(reader: Reader, ref: TableRef) -> Command:
         column = reader.name("a column name")
         name = reader.name("the column's new name")
         kind = reader.hive_type(f"column {name}")
-        comment = reader.string("a quoted comment") if reader.word("COMMENT") else None
+        comment = reader.prose("a quoted comment") if reader.word("COMMENT") else None
         reader.done()
         return AlterIceberg(ref, "CHANGE COLUMN", [Column(name, kind, comment)], column)
     reader.expect_words("UNSET", "TBLPROPERTIES")

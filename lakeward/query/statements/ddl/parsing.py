@@ -17,7 +17,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.tables import Column
-from lakeward.query.sql.tokens import Cursor
+from lakeward.query.sql.tokens import Cursor, is_hive_ddl
 from lakeward.query.types import HiveType, parse_hive_type
 
 # Athena's rule for table, database and column names (Hive's, lower-cased).
@@ -46,6 +46,9 @@ _NESTED = {"array": 1, "map": 2, "struct": None}
 # Hive's backslash escapes in string literals (BaseSemanticAnalyzer.unescapeSQLString).
 _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
 _ESCAPE = re.compile(r"\\([0-1][0-7][0-7]|u[0-9a-fA-F]{4}|.)", re.DOTALL)
+# Athena's Hive DDL keeps a comment or property value with each run of two or more
+# whitespace characters (line breaks among them) made one space.
+_WHITESPACE_RUN = re.compile(r"\s{2,}")
 
 
 def unescape(text: str) -> str:
@@ -128,6 +131,7 @@ class Reader:
     def __init__(self, sql: str, cursor: Cursor) -> None:
         self.sql = sql
         self.cursor = cursor
+        self.hive = is_hive_ddl(cursor.tokens)
 
     @property
     def tokens(self) -> list[Token]:
@@ -245,6 +249,11 @@ class Reader:
             return unescape(token.text)
         self.fail(f"expected {what}")
 
+    def prose(self, what: str) -> str:
+        """A comment or property value, as Athena keeps it: Hive DDL squeezes whitespace."""
+        text = self.string(what)
+        return _WHITESPACE_RUN.sub(" ", text) if self.hive else text
+
     def integer(self, what: str = "a number") -> int:
         token = self.token()
         if token is not None and token.token_type == TokenType.NUMBER and token.text.isdigit():
@@ -278,7 +287,7 @@ class Reader:
         while True:
             key = self.string("a quoted property name")
             self.expect("=")
-            found[key] = self.string("a quoted property value")
+            found[key] = self.prose("a quoted property value")
             if self.expect(",", ")") == ")":
                 return found
 
@@ -296,7 +305,7 @@ class Reader:
                 self.cursor.pos -= 1
                 self.fail(f"{what} {name} is named twice")
             type_ = self.hive_type(f"{what} {name}")
-            comment = self.string("a quoted comment") if self.word("COMMENT") else None
+            comment = self.prose("a quoted comment") if self.word("COMMENT") else None
             found.append(Column(name, type_, comment))
             if self.expect(",", ")") == ")":
                 return found

@@ -2,7 +2,8 @@
 
 The storage descriptor a statement names (STORED AS, ROW FORMAT, INPUTFORMAT) is
 resolved through lakeward.query.formats, the one place that maps Hive's class names to
-how files are read; a SerDe lakeward cannot read is refused when the table is created.
+how files are read. A SerDe that neither lakeward nor Athena reads is refused when the
+table is created; one only Athena reads (Grok, say) is kept, and refused when read.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from lakeward.metastore.tables import Column, TableInfo
 from lakeward.query import formats
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import TableRef
+from lakeward.query.projection import projection_of
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context, no_rows
@@ -41,13 +43,23 @@ _DELIMITED = (
 )
 # Table properties Athena gives a meaning lakeward does not implement: refused, never ignored.
 _UNSUPPORTED_PROPERTIES = {
-    "projection.enabled": "partition projection is not supported; add partitions instead",
     "table_type": "an Iceberg table is made by CREATE TABLE, without EXTERNAL",
-    "storage.location.template": "partition projection is not supported",
     "has_encrypted_data": "files encrypted on the client side (CSE-KMS) cannot be read",
 }
 # Kept by the metastore, not written by users: left out of SHOW CREATE TABLE.
 _HIDDEN_PROPERTIES = frozenset({"EXTERNAL", "transient_lastDdlTime", "comment"})
+
+
+def check_projection(context: Context, table: TableInfo) -> None:
+    """A table's partition projection, if it has one, is complete, well-formed and places
+    its partitions in the lake."""
+    keys = [k.name for k in table.partition_keys]
+    projection = projection_of(table.parameters, table.location, keys)
+    if projection is not None:
+        try:
+            lake_location(context, projection.prefix)
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"table property 'storage.location.template': {exc}") from None
 
 
 def check_properties(properties: dict[str, str]) -> None:
@@ -96,6 +108,7 @@ class CreateTable(TableCommand):
             bucket_columns=list(self.bucket_columns),
             bucket_count=self.bucket_count,
         )
+        check_projection(context, table)
         if client.table_exists(self.ref.database, self.ref.table) or not client.create_table(table):
             if self.if_not_exists:
                 return no_rows()
@@ -116,7 +129,7 @@ def parse_create_external_table(sql: str, cursor: Cursor, names: Names) -> Comma
     columns = reader.columns()
     command = CreateTable(ref, columns, if_not_exists)
     if reader.word("COMMENT"):
-        command.comment = reader.string("a quoted comment")
+        command.comment = reader.prose("a quoted comment")
     if reader.words("PARTITIONED", "BY"):
         command.partition_keys = reader.columns("partition column")
         for key in command.partition_keys:
@@ -168,7 +181,7 @@ def parse_create_external_table(sql: str, cursor: Cursor, names: Names) -> Comma
         command.format = formats.TableFormat(
             stored.input_format, stored.output_format, serde, serde_parameters
         )
-    command.format.kind  # noqa: B018 - refuses a SerDe no reader of lakeward knows
+    command.format.check_known()
     return command
 
 
@@ -372,6 +385,7 @@ class AlterTable(TableCommand):
             return change.run(context)
         if self.clause == "SET TBLPROPERTIES":
             changed = replace(table, parameters={**table.parameters, **self.properties})
+            check_projection(context, changed)
         elif self.clause == "SET LOCATION":
             changed = replace(table, location=lake_location(context, self.location))
         else:

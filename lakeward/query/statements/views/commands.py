@@ -17,6 +17,7 @@ from lakeward.metastore.tables import VIRTUAL_VIEW, Column, TableInfo
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.model import TableRef
 from lakeward.query.planner.views import expand_tree, lookup_in, with_tree
+from lakeward.query.sql import trino_format
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.queries import Statement, parse_query, require_named_columns
 from lakeward.query.sql.tokens import Cursor
@@ -79,7 +80,8 @@ class CreateView(Command):
             tree = self.query._ast.copy()
             expand_tree(tree, lookup, context.authorize, context.catalogs.names(), (ref,))
             columns = _result_columns(context, with_tree(self.query, tree))
-            view = View(ref, self.query.sql, ref.catalog, ref.database, columns, self.comment)
+            text = trino_format.formatted(self.query.sql) or self.query.sql  # as Trino keeps it
+            view = View(ref, text, ref.catalog, ref.database, columns, self.comment)
             spark_text, spark_properties = spark.definition(view, self.query, lookup)
             reads = {qualified(r): signature(lookup(r)) for r in self.query.tables}
         parameters = {

@@ -14,6 +14,7 @@ from lakeward.iceberg.catalog import is_iceberg
 from lakeward.iceberg.commits import arrow_rows, commit_with_retries
 from lakeward.iceberg.schemas import table_columns
 from lakeward.metastore.tables import Column, PartitionInfo, TableInfo
+from lakeward.query import projection
 from lakeward.query.engines.base import (
     EngineResult,
     WriteResult,
@@ -258,6 +259,11 @@ class InsertInto(_FromSelect):
                 f"INSERT INTO a bucketed table ({ref}, CLUSTERED BY "
                 f"{', '.join(info.bucket_columns)}) is not supported: the rows would not be "
                 "written in their buckets"
+            )
+        if projection.enabled(info.parameters):
+            raise InvalidRequest(
+                f"INSERT INTO a table with partition projection ({ref}) is not supported: "
+                "its rows would be read only where its projection places partitions"
             )
         if info.partition_keys:
             context.authorize_table(["glue:BatchCreatePartition"], ref)
