@@ -339,13 +339,13 @@ def test_a_grok_table_is_kept_in_the_catalog_and_refused_when_read(
     refused = failed(athena, f"SELECT * FROM default.{name}")
     assert "SerDe com.amazonaws.glue.serde.GrokSerDe (Grok patterns) is not supported" in refused
     ok(athena, f"DROP TABLE default.{name}")
-    # A SerDe that neither lakeward nor Athena reads is refused at once.
-    unknown = failed(
-        athena,
-        f"CREATE EXTERNAL TABLE default.{name} (c string) "
-        f"ROW FORMAT SERDE 'com.example.MySerDe' LOCATION '{location}/'",
-    )
-    assert "SerDe com.example.MySerDe is not supported" in unknown
+    # A SerDe that neither lakeward nor Athena reads is refused at once, when submitted.
+    with pytest.raises(Exception, match="SerDe com.example.MySerDe is not supported"):
+        athena.start_query_execution(
+            QueryString=f"CREATE EXTERNAL TABLE default.{name} (c string) "
+            f"ROW FORMAT SERDE 'com.example.MySerDe' LOCATION '{location}/'",
+            QueryExecutionContext={"Catalog": CATALOG, "Database": "default"},
+        )
 
 
 def test_the_data_engineer_reads_the_catalog_but_changes_it_only_when_granted(
