@@ -91,6 +91,41 @@ def seed_policies(settings: Settings) -> dict[str, dict[str, Any]]:
                 },
             ],
         },
+        # Created and not attached: an administrator grants it to whoever may change the
+        # catalog (DDL, CREATE TABLE AS, INSERT INTO) and write the lake's tables.
+        "DataEngineerDDLPolicy": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ChangeCatalog",
+                    "Effect": "Allow",
+                    "Action": [
+                        "glue:CreateDatabase",
+                        "glue:UpdateDatabase",
+                        "glue:DeleteDatabase",
+                        "glue:CreateTable",
+                        "glue:UpdateTable",
+                        "glue:DeleteTable",
+                        "glue:CreatePartition",
+                        "glue:BatchCreatePartition",
+                        "glue:UpdatePartition",
+                        "glue:DeletePartition",
+                        "glue:BatchDeletePartition",
+                    ],
+                    "Resource": [
+                        glue_catalog_arn(CATALOG),
+                        glue_database_arn(CATALOG, "*"),
+                        glue_table_arn(CATALOG, "*", "*"),
+                    ],
+                },
+                {
+                    "Sid": "WriteTables",
+                    "Effect": "Allow",
+                    "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"],
+                    "Resource": [s3_arn(bucket), s3_arn(bucket, "*")],
+                },
+            ],
+        },
         "AthenaQueryAccessPolicy": {
             "Version": "2012-10-17",
             "Statement": [

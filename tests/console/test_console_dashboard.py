@@ -62,10 +62,16 @@ def de_page(page: Any, stack: Settings) -> Any:
 
 def test_map_and_mortality_on_2020_09_10(de_page: Any, stack: Settings, tmp_path: Path) -> None:
     page = de_page
+    assets: list[Any] = []
+    page.on("response", lambda r: assets.append(r) if "/console/assets/" in r.url else None)
     page.goto(server_url(stack) + "/console/dashboards")
     page.click("text=COVID-19 cases")
     assert page.url.endswith(DASHBOARD)
     wait_for_charts(page)
+    # plotly.js came compressed, at an address of its content the browser may keep a year.
+    plotly = [r for r in assets if r.url.endswith("/plotly.min.js")]
+    assert plotly and plotly[0].header_value("content-encoding") == "gzip"
+    assert plotly[0].header_value("cache-control") == "public, max-age=31536000, immutable"
     # Move the filter away and back, so the figures below come from the control's value.
     set_time_filter(page, "2020-06-01T00:00", "2020-06-02T00:00")
     june, _ = by_kind(wait_for_charts(page))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
@@ -29,6 +29,7 @@ from lakeward.access.control import AccessControl
 from lakeward.access.sessions import Sessions
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
 from lakeward.http.console import admin, authoring, bi, catalogs, erasure, query, signin
+from lakeward.http.console.assets import Assets
 from lakeward.http.console.base import PREFIX, STATIC, Console, wants_json
 from lakeward.http.errors import error_response, invalid_request
 from lakeward.query.service import QueryService
@@ -91,18 +92,18 @@ def install_console(
         # is a POST to the same path (athena_router) and stays there.
         return RedirectResponse(f"{PREFIX}/", status_code=307)
 
-    @app.get(f"{PREFIX}/assets/plotly.min.js", include_in_schema=False)
-    def plotly_js() -> FileResponse:
-        return FileResponse(PLOTLY_JS, media_type="text/javascript", headers=_CACHED)
+    scripts = {path.name: path for path in STATIC.glob("*.*")}
+    assets = Assets(PREFIX, {**scripts, "plotly.min.js": PLOTLY_JS}, {"topojson": TOPOJSON})
+    console.env.globals["asset_url"] = assets.url
 
-    @app.get(f"{PREFIX}/assets/topojson/{{name}}.json", include_in_schema=False)
-    def topojson(name: str) -> FileResponse:
-        path = TOPOJSON / f"{name}.json"
-        if not name.replace("_", "").replace("-", "").isalnum() or not path.is_file():
+    @app.get(f"{PREFIX}/assets/{{digest}}/{{name:path}}", include_in_schema=False)
+    def asset(request: Request, digest: str, name: str) -> Response:
+        if name.startswith("topojson/") and not assets.known(name):
             raise ResourceNotFound(
-                f"no world topology {name}.json; ./dev.sh install puts it in {TOPOJSON.name}/"
+                f"no world topology {name[len('topojson/') :]}; ./dev.sh install puts it in "
+                f"{TOPOJSON.name}/"
             )
-        return FileResponse(path, media_type="application/json", headers=_CACHED)
+        return assets.response(request, digest, name)
 
     app.mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="console-static")
 
@@ -148,6 +149,3 @@ def install_console(
 
     app.add_exception_handler(HTTPException, on_http)
     return console
-
-
-_CACHED = {"Cache-Control": "public, max-age=86400", "X-Content-Type-Options": "nosniff"}

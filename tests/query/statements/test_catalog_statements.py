@@ -407,6 +407,33 @@ def test_the_data_engineer_reads_the_catalog_but_changes_it_only_when_granted(
         assert not client.table_exists("default", name)
 
 
+def test_the_seeded_ddl_policy_lets_a_data_engineer_change_the_catalog_once_attached(
+    stack: Settings,
+) -> None:
+    creds = json.loads(
+        lakeward("secrets", "get", "DataEngineerUserCreds", data_dir=stack.data_dir).stdout
+    )
+    de = client_for(stack, creds["access_key_id"], creds["secret_access_key"])
+    name = unique("engineered")
+    ctas = f"CREATE TABLE default.{name} AS SELECT country, deaths FROM default.covid_deaths"
+    assert "glue:CreateTable" in failed(de, ctas)  # made by up, attached to no one
+    iam = {"data_dir": stack.data_dir}
+    lakeward("iam", "attach-user-policy", "--user", "de_user",
+             "--policy", "DataEngineerDDLPolicy", **iam)  # fmt: skip
+    try:
+        ok(de, ctas)
+        ok(de, f"INSERT INTO default.{name} VALUES ('Atlantis', 1)")
+        rows = ok(de, f"SELECT deaths FROM default.{name} WHERE country = 'Atlantis'")["rows"]
+        assert rows[1:] == [["1"]]
+        ok(de, f"ALTER TABLE default.{name} SET TBLPROPERTIES ('owner'='de_user')")
+        ok(de, f"DROP TABLE default.{name}")
+    finally:
+        lakeward("iam", "detach-user-policy", "--user", "de_user",
+                 "--policy", "DataEngineerDDLPolicy", **iam)  # fmt: skip
+    with metastore(stack) as client:
+        assert not client.table_exists("default", name)
+
+
 def test_show_create_table_of_the_pipelines_tables_reads_back(stack: Settings) -> None:
     """Tables Spark and the ETL registered: SHOW CREATE TABLE gives DDL that makes them again."""
     from lakeward.query.formats import TableFormat
