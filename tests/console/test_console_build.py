@@ -258,6 +258,34 @@ def test_schema_browser_and_completion(de_page: Any, stack: Settings, tmp_path: 
     assert page.locator("#completions").is_hidden()
 
 
+def test_the_schema_browser_shows_a_new_view_without_a_reload(
+    de_page: Any, stack: Settings
+) -> None:
+    page, base = de_page, server_url(stack)
+    name = f"italy_{uuid.uuid4().hex[:6]}"
+    iam = {"data_dir": stack.data_dir}
+    lakeward("iam", "attach-user-policy", "--user", "de_user",
+             "--policy", "DataEngineerDDLPolicy", **iam)  # fmt: skip
+    try:
+        page.goto(base + "/console/query")
+        entry = page.locator(
+            "#schema .schema-table", has=page.locator(f"summary a:text-is('{name}')")
+        )
+        page.fill("#sql", f"CREATE VIEW {name} AS SELECT country, deaths FROM covid_deaths")
+        page.click("#run")
+        page.wait_for_selector(".status.ok", timeout=60_000)
+        # Listed, marked as a view, and the editor still holds the statement.
+        expect(entry).to_have_count(1, timeout=15_000)
+        expect(entry.locator(".tag")).to_have_text("view")
+        assert page.locator("#sql").input_value().startswith(f"CREATE VIEW {name}")
+        page.fill("#sql", f"DROP VIEW {name}")
+        page.click("#run")
+        expect(entry).to_have_count(0, timeout=60_000)
+    finally:
+        lakeward("iam", "detach-user-policy", "--user", "de_user",
+                 "--policy", "DataEngineerDDLPolicy", **iam)  # fmt: skip
+
+
 def test_sql_errors_in_athenas_words(de_page: Any, stack: Settings) -> None:
     page, base = de_page, server_url(stack)
     page.goto(base + "/console/query")

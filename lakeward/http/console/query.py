@@ -54,6 +54,8 @@ def execution_view(execution: QueryExecution) -> dict[str, object]:
         "submitted": execution.submitted.isoformat(timespec="seconds"),
         "runtime_ms": stats.total_execution_ms,
         "scanned_bytes": stats.data_scanned_bytes,
+        "statement_type": execution.statement_type.value,
+        "substatement_type": execution.substatement_type,
     }
 
 

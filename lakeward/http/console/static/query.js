@@ -110,6 +110,9 @@
         download.href = "/console/query/" + encodeURIComponent(current) + "/download";
         await showPage(0);
         setStatus("Succeeded in " + done.runtime_ms + " ms, " + done.scanned_bytes + " bytes scanned", "ok");
+        if (done.statement_type === "DDL" || done.substatement_type === "CREATE_TABLE_AS_SELECT") {
+          document.dispatchEvent(new CustomEvent("lakeward:catalog-changed"));  // schema.js
+        }
       } else {
         setStatus(done.state + (done.reason ? ": " + done.reason : ""), "failed");
       }

@@ -131,6 +131,9 @@
     event.stopImmediatePropagation();
   }, true);
   database.addEventListener("change", function () { load().catch(function () {}); });
+  // A statement that made, changed or dropped a table or view: the browser shows it now,
+  // without a reload that would clear the editor.
+  document.addEventListener("lakeward:catalog-changed", function () { load().catch(function () {}); });
   load().catch(function (error) {
     const failed = document.createElement("p");
     failed.className = "empty";
