@@ -286,6 +286,23 @@ def test_the_schema_browser_shows_a_new_view_without_a_reload(
                  "--policy", "DataEngineerDDLPolicy", **iam)  # fmt: skip
 
 
+def test_result_numbers_are_grouped_with_every_digit(de_page: Any, stack: Settings) -> None:
+    page, base = de_page, server_url(stack)
+    page.goto(base + "/console/query")
+    page.fill(
+        "#sql",
+        "SELECT sum(deaths) AS deaths, DECIMAL '12345678901234567890.25' AS big, 0.5 AS half, "
+        "'1234' AS text FROM covid_deaths WHERE country = 'Italy' AND date = DATE '2020-09-10'",
+    )
+    page.click("#run")
+    page.wait_for_selector(".status.ok", timeout=60_000)
+    cells = page.locator("#result-table tbody td")
+    # The JHU figure for Italy on 2020-09-10, grouped as the browser's locale (en-US) groups.
+    assert cells.all_inner_texts() == ["35,587", "12,345,678,901,234,567,890.25", "0.5", "1234"]
+    assert cells.first.get_attribute("title") == "35587"
+    assert cells.nth(3).get_attribute("class") is None  # a string stays as it is
+
+
 def test_sql_errors_in_athenas_words(de_page: Any, stack: Settings) -> None:
     page, base = de_page, server_url(stack)
     page.goto(base + "/console/query")

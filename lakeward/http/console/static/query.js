@@ -37,10 +37,28 @@
     }
   }
 
-  function cell(row, text, tag) {
+  // Whole numbers and decimals shown with the reader's digit grouping, every digit kept (no
+  // rounding through JavaScript's numbers); doubles as the service wrote them. The value as
+  // written is the cell's title, and the CSV download has it.
+  const DECIMAL_POINT = new Intl.NumberFormat().formatToParts(1.5)
+    .find(function (p) { return p.type === "decimal"; }).value;
+
+  function grouped(text, type) {
+    const whole = /^(tinyint|smallint|integer|bigint)$/.test(type);
+    if (!whole && !/^decimal/.test(type)) { return null; }
+    const parts = text.split(".");
+    if (!/^-?\d+$/.test(parts[0]) || parts.length > 2) { return null; }
+    return BigInt(parts[0]).toLocaleString() + (parts.length > 1 ? DECIMAL_POINT + parts[1] : "");
+  }
+
+  function cell(row, text, tag, type) {
     const element = document.createElement(tag);
     if (text === null) { element.className = "null"; element.textContent = "NULL"; }
-    else { element.textContent = text; }
+    else if (tag === "td" && /^(tinyint|smallint|integer|bigint|real|double|decimal)/.test(type || "")) {
+      element.className = "number";
+      element.textContent = grouped(text, type) || text;
+      element.title = text;
+    } else { element.textContent = text; }
     row.appendChild(element);
   }
 
@@ -56,7 +74,7 @@
     data.columns.forEach(function (c) { cell(headRow, c.name, "th"); });
     data.rows.forEach(function (values) {
       const row = body.insertRow();
-      values.forEach(function (v) { cell(row, v, "td"); });
+      values.forEach(function (v, i) { cell(row, v, "td", data.columns[i] && data.columns[i].type); });
     });
     page = index;
     tokens[index + 1] = data.next_token;
