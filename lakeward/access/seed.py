@@ -158,9 +158,14 @@ def seed_policies(settings: Settings) -> dict[str, dict[str, Any]]:
             "Version": "2012-10-17",
             "Statement": [
                 {
-                    "Sid": "DecideErasureRequests",
+                    "Sid": "FileAndDecideErasureRequests",
                     "Effect": "Allow",
-                    "Action": ["erasure:ListRequests", "erasure:GetRequest", "erasure:Approve"],
+                    "Action": [
+                        "erasure:CreateRequest",
+                        "erasure:ListRequests",
+                        "erasure:GetRequest",
+                        "erasure:Approve",
+                    ],
                     "Resource": [erasure_request_arn("*")],
                 }
             ],

@@ -7,6 +7,7 @@ objects.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -59,14 +60,22 @@ def request_json(flow: ErasureWorkflow, current: Request, full: bool = False) ->
 
 @dataclass(frozen=True)
 class RequestView:
-    """A request with its history and readable report, as its console page shows it."""
+    """A request with its history, report and whether it is certified, as its console page
+    shows it."""
 
     request: Request
     history: list[Transition]
-    report: str
+    report: dict[str, Any] | None  # report.json; None while it is not made
+    certified: bool
 
 
 def view_request(flow: ErasureWorkflow, request_id: str) -> RequestView:
     """One request for a caller who may read it (``erasure:GetRequest``, as the API asks)."""
     current = flow.get_request(request_id)
-    return RequestView(current, flow.store.history(request_id), flow.report_text(request_id))
+    saved = flow.saved_file(request_id, "report.json")
+    return RequestView(
+        current,
+        flow.store.history(request_id),
+        json.loads(saved) if saved else None,
+        flow.saved_file(request_id, "certificate.json") is not None,
+    )

@@ -82,6 +82,14 @@ class WorkflowSteps:
         except ObjectNotFound:
             return "(the report is not made yet)"
 
+    def saved_file(self, request_id: str, name: str) -> bytes | None:
+        """One of the files kept for a request (``report.json``, ``report.html``,
+        ``certificate.json``), or None while it is not made."""
+        try:
+            return self.index.storage.get(self.bucket, report.report_prefix(request_id) + name)
+        except ObjectNotFound:
+            return None
+
     def run_pending(self) -> int:
         """Take every step that can be taken now, for every request; returns how many."""
         steps = 0

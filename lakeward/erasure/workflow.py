@@ -50,6 +50,12 @@ REQUEST_ACTION = "erasure:CreateRequest"
 # Requests name data subjects (ids, a contact address): reading them is a permission of its own.
 LIST_ACTION = "erasure:ListRequests"
 GET_ACTION = "erasure:GetRequest"
+# What is kept of a request in the lake: its report's renderings and, once done, its certificate.
+REQUEST_FILES = {
+    "report.json": "application/json",
+    "report.html": "text/html",
+    "certificate.json": "application/json",
+}
 
 
 class ErasureWorkflow(WorkflowSteps):
@@ -100,6 +106,13 @@ class ErasureWorkflow(WorkflowSteps):
         """One request, for a caller who may read it."""
         self.access.authorize(GET_ACTION, erasure_request_arn(request_id))
         return self.store.get(request_id)
+
+    def request_file(self, request_id: str, name: str) -> bytes | None:
+        """A request's report or certificate, for a caller who may read the request."""
+        if name not in REQUEST_FILES:
+            raise InvalidRequest(f"no file {name!r} of a request: {', '.join(REQUEST_FILES)}")
+        self.get_request(request_id)
+        return self.saved_file(request_id, name)
 
     def approve(self, request_id: str, actor: str) -> Request:
         self.access.authorize(APPROVE_ACTION, erasure_request_arn(request_id))

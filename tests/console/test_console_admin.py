@@ -162,7 +162,8 @@ def approve(page: Any, request_id: str, user: str, approver: str) -> None:
     """Open the request from the list and approve it, confirmation ticked."""
     page.click("header nav a:text('Erasure requests')")
     page.click(f"a:text('{request_id}')")
-    assert user in page.locator("pre.report").inner_text()
+    assert user in page.locator("table.grid.narrow").inner_text()
+    assert page.locator("#report-places tbody tr").count() >= 1  # where the user's data is
     form = page.locator(f"form[action$='/{request_id}/approve']")
     form.locator("input[name=confirm]").check()
     dialogs: list[str] = []
@@ -218,6 +219,61 @@ def test_the_data_protection_group_decides_erasure_requests(
     page.goto(base + "/console/")
     assert "Erasure requests" in page.locator(".home-pages .card strong").all_inner_texts()
     approve(page, second, second_user, ADMIN)
+
+
+def request_state_becomes(page: Any, settings: Settings, state: str) -> None:
+    """Let the erasure worker take its steps until the request's page shows ``state``."""
+    flow = ErasureWorkflow(settings)
+    try:
+        for _ in range(50):
+            flow.run_pending()
+            page.reload()
+            if page.locator("#erasure-state").inner_text() == state:
+                return
+            page.wait_for_timeout(200)
+    finally:
+        flow.close()
+    raise AssertionError(f"the request did not become {state}")
+
+
+def test_an_erasure_request_is_filed_followed_and_certified_in_the_console(
+    page: Any, small_stack: tuple[Settings, str, dict[str, str]], tmp_path: Path
+) -> None:
+    settings, base, passwords = small_stack
+    user = busiest_users(settings, 3)[2]  # not one of the other test's
+    sign_in(page, base, DPO, passwords[DPO])
+    page.goto(base + "/console/erasure")
+    page.click("details.new-request summary")  # folded while there are requests
+    form = page.locator("#new-erasure-request")
+    form.locator("textarea[name=user_ids]").fill(f"  {user}\n")
+    form.locator("input[name=reason]").fill("the data subject's mail of today")
+    form.locator("button").click()
+    assert "filed" in page.locator(".flash.done").inner_text()
+    assert user in page.locator("table.grid.narrow").inner_text()
+    assert page.locator("#erasure-state").inner_text() == "REQUESTED"
+    request_id = page.url.rsplit("/", 1)[-1].split("?")[0]
+
+    request_state_becomes(page, settings, AWAITING_APPROVAL)
+    places = page.locator("#report-places tbody tr")
+    assert places.count() >= 1
+    assert "object(s)" in page.locator("#report-totals").inner_text()
+    html = page.request.get(
+        base + (page.locator("a:text('Report (HTML)')").get_attribute("href") or "")
+    )
+    assert html.ok and user in html.text()
+    screenshot(page, "erasure-request-report", tmp_path)
+    approve(page, request_id, user, DPO)
+
+    request_state_becomes(page, settings, "COMPLETED")
+    assert page.locator("th:text('Last error')").count() == 0
+    certificate = page.request.get(
+        base + (page.locator("#certificate").get_attribute("href") or "")
+    )
+    assert certificate.ok and certificate.json()["state"] == "COMPLETED"
+    assert certificate.json()["request_id"] == request_id
+    assert page.locator("#erasure-requests").count() == 0  # the request's page, not the list
+    page.goto(base + "/console/erasure")
+    assert user in page.locator("#erasure-requests").inner_text()  # ids, not a count
 
 
 def test_unknown_pages_and_api_docs_offline(

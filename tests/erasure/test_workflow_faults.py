@@ -126,6 +126,23 @@ def test_smtp_down_waits_and_retries_and_nothing_is_purged(
     back.close()
 
 
+def test_a_request_that_moves_on_no_longer_shows_the_error_of_the_step_before(
+    lake: tuple[Settings, Mailbox, str], users: list[str]
+) -> None:
+    settings, _, _ = lake
+    down = settings.model_copy(update={"erasure": settings.erasure.model_copy(
+        update={"smtp_port": 9}
+    )})  # fmt: skip
+    flow = ErasureWorkflow(down)
+    created, _ = flow.request(users[11:12], "dpo@example.com")
+    flow.run_pending()
+    assert "could not send mail" in (flow.store.get(created.id).last_error or "")
+    # Decided without the mail (in the console): its error is not the request's any more.
+    stopped = flow.stop(created.id, "test")
+    assert stopped.state == STOPPED and stopped.last_error is None
+    flow.close()
+
+
 def test_unanswered_request_expires(lake: tuple[Settings, Mailbox, str], users: list[str]) -> None:
     flow = ErasureWorkflow(lake[0])
     current = awaiting(flow, users[3:4])

@@ -191,6 +191,9 @@ class RequestStore:
                 )
             if user_ids is not None and json.loads(row.user_ids) != list(user_ids):
                 raise InvalidRequest(f"erasure request {request_id} was joined meanwhile")
+            # An error belongs to the step it stopped (a mail that would not go): past once
+            # the request moves on, so a finished request does not show it as its own.
+            values.setdefault("last_error", None)
             conn.execute(
                 update(requests_table)
                 .where(requests_table.c.id == request_id)
