@@ -67,6 +67,16 @@ class IamService:
 
         self._iam("CreateUser", "user", name, create)
 
+    def reset_password(self, name: str, password: str) -> None:
+        """A new console password for the user (IAM's UpdateLoginProfile), meeting the
+        password policy; a lockout after failed sign-ins is lifted with it."""
+
+        def reset() -> None:
+            check_password(name, password)
+            self.principals.set_password(name, password)
+
+        self._iam("UpdateLoginProfile", "user", name, reset)
+
     def delete_user(self, name: str) -> None:
         self._iam("DeleteUser", "user", name, lambda: self.principals.delete_user(name))
 

@@ -64,6 +64,14 @@ def create_user(
     out.print(f"created user {user}")
 
 
+@iam_app.command("reset-password")
+def reset_password(user: User, data_dir: DataDir = None) -> None:
+    """Give a user a new console password (prompted), which must meet the password policy."""
+    secret = typer.prompt("new password", hide_input=True, confirmation_prompt=True)
+    iam_for(data_dir).reset_password(user, secret)
+    out.print(f"reset the console password of {user}")
+
+
 @iam_app.command("delete-user")
 def delete_user(user: User, data_dir: DataDir = None) -> None:
     iam_for(data_dir).delete_user(user)

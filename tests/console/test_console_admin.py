@@ -124,6 +124,23 @@ def test_administration_pages(page: Any, small_stack: tuple[Settings, str, dict[
     athena = page.locator("details.policy", has_text="AthenaQueryAccessPolicy").locator("summary")
     assert "attached to group/DataEngineerGroup, group/SalesGroup" in athena.inner_text()
 
+    # A password is reset, confirmed first, and held to the password policy.
+    page.goto(base + "/console/admin/users")
+    reset = page.locator("table.grid tr", has_text="analyst_1").locator("form.reset-password")
+    reset.locator("input[name=password]").fill("weak")
+    reset.locator("button").click()
+    assert "PasswordPolicyViolation" in page.locator(".flash.error").inner_text()
+    reset = page.locator("table.grid tr", has_text="analyst_1").locator("form.reset-password")
+    reset.locator("input[name=password]").fill("another-long-password-2")
+    reset.locator("button").click()
+    assert "reset the console password of analyst_1" in page.locator(".flash.done").inner_text()
+    assert asked[-1].startswith("Set a new console password for analyst_1?")
+    elsewhere = page.context.browser.new_context()  # another browser: its own cookies
+    other = elsewhere.new_page()
+    sign_in(other, base, "analyst_1", "another-long-password-2")  # the new one works
+    assert other.locator("h1").inner_text() == "Welcome, analyst_1"
+    elsewhere.close()
+
     # A user is deleted, confirmed first.
     page.goto(base + "/console/admin/users")
     page.locator("table.grid tr", has_text="analyst_1").locator("button", has_text="Delete").click()

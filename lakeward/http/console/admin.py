@@ -114,6 +114,16 @@ def admin_router(console: Console) -> APIRouter:
             lambda: iam.remove_user_from_group(name, group),
         )
 
+    @router.post("/users/{name}/password")
+    def reset_password(
+        request: Request,
+        name: str,
+        session: Signed,
+        password: Annotated[str, Form(min_length=1, max_length=1024)],
+    ) -> Response:
+        return change(request, session, "users", f"reset the console password of {name}",
+                      lambda: iam.reset_password(name, password))  # fmt: skip
+
     @router.post("/users/{name}/delete")
     def delete_user(request: Request, name: str, session: Signed) -> Response:
         return change(request, session, "users", f"deleted user {name}",
