@@ -21,6 +21,7 @@ from lakeward.access.control import AccessControl, Identity
 from lakeward.access.credentials import AccessKey
 from lakeward.access.passwords import check_password
 from lakeward.access.policy import Decision, parse_policy
+from lakeward.access.policy_versions import PolicyVersion
 from lakeward.access.principals import DEFAULT_SESSION_SECONDS, Group, ManagedPolicy, Role, User
 from lakeward.access.secrets import SecretInfo
 from lakeward.errors import InvalidRequest, LakewardError
@@ -163,16 +164,32 @@ class IamService:
     ) -> None:
         """Create a managed policy; a document given as text is checked after the permission."""
         self.access.authorize("iam:CreatePolicy", iam_arn("policy", name))
-        if isinstance(document, str):
-            try:
-                document = parse_policy(document).source
-            except LakewardError as exc:
-                raise InvalidRequest(f"policy {name}: {exc.message}") from None
-            except ValueError as exc:
-                raise InvalidRequest(
-                    f"policy {name}: not a valid policy document ({exc})"
-                ) from None
-        self.principals.create_policy(name, document, description)
+        self.principals.create_policy(name, _checked(name, document), description)
+
+    def create_policy_version(
+        self, name: str, document: str | dict[str, Any], set_as_default: bool = False
+    ) -> PolicyVersion:
+        """A new version of the policy's document; the one that applies if ``set_as_default``."""
+        self.access.authorize("iam:CreatePolicyVersion", iam_arn("policy", name))
+        checked = _checked(name, document)
+        return self.principals.create_policy_version(name, checked, set_as_default)
+
+    def list_policy_versions(self, name: str) -> list[PolicyVersion]:
+        return self._iam(
+            "ListPolicyVersions", "policy", name, lambda: self.principals.list_policy_versions(name)
+        )
+
+    def set_default_policy_version(self, name: str, version_id: str) -> None:
+        self._iam(
+            "SetDefaultPolicyVersion", "policy", name,
+            lambda: self.principals.set_default_policy_version(name, version_id),
+        )  # fmt: skip
+
+    def delete_policy_version(self, name: str, version_id: str) -> None:
+        self._iam(
+            "DeletePolicyVersion", "policy", name,
+            lambda: self.principals.delete_policy_version(name, version_id),
+        )  # fmt: skip
 
     def delete_policy(self, name: str) -> None:
         self._iam("DeletePolicy", "policy", name, lambda: self.principals.delete_policy(name))
@@ -263,3 +280,13 @@ class IamService:
         """Check the audit log's hash chain."""
         self.access.authorize("audit:Query", AUDIT_LOG)
         return self.access.audit.verify()
+
+
+def _checked(policy: str, document: dict[str, Any] | str) -> dict[str, Any]:
+    """A policy document, refused naming the policy when the policy language refuses it."""
+    try:
+        return parse_policy(document).source
+    except LakewardError as exc:
+        raise InvalidRequest(f"policy {policy}: {exc.message}") from None
+    except ValueError as exc:
+        raise InvalidRequest(f"policy {policy}: not a valid policy document ({exc})") from None

@@ -41,6 +41,7 @@ from sqlalchemy.engine import Connection
 from lakeward.access.credentials import CredentialOperations
 from lakeward.access.generation import GenerationReader
 from lakeward.access.policy import parse_policy
+from lakeward.access.policy_versions import PolicyVersionOperations, add_first_version
 from lakeward.access.schema import (
     ATTACHMENTS,
     INLINE,
@@ -96,8 +97,9 @@ class ManagedPolicy(NamedTuple):
     attachment_count: int
 
 
-class Principals(CredentialOperations):
-    """Users, groups, roles and policies; passwords and access keys in credentials.py."""
+class Principals(CredentialOperations, PolicyVersionOperations):
+    """Users, groups, roles and policies; passwords and access keys in credentials.py, the
+    policies' versions in policy_versions.py."""
 
     def __init__(
         self,
@@ -285,10 +287,12 @@ class Principals(CredentialOperations):
     ) -> ManagedPolicy:
         _check_name("policy", name, 128)
         source = _validated(document)
+        moment = datetime.now(UTC)
         with self._change() as conn:
             _refuse_existing(conn, "policy", name)
             values = {"name": name, "document": source, "description": description}
-            conn.execute(insert(policies).values(**values, created=datetime.now(UTC)))
+            conn.execute(insert(policies).values(**values, created=moment))
+            add_first_version(conn, name, source, moment)
         return ManagedPolicy(name, json.loads(source), description, 0)
 
     def get_policy(self, name: str) -> ManagedPolicy:

@@ -25,7 +25,9 @@ from sqlalchemy import (
     Table,
     Text,
     insert,
+    literal,
     select,
+    true,
 )
 from sqlalchemy.engine import Connection, Engine
 
@@ -177,9 +179,27 @@ role_sessions = Table(
     Column("expires", DateTime(timezone=True), nullable=False, index=True),
 )
 
+# A managed policy's versions, as IAM keeps them: v1, v2... (at most five kept), one the
+# default, whose document is also the policy's own (what authorization reads). A deleted
+# version keeps its row without a document, so that its number is not given again.
+policy_versions = Table(
+    "iam_policy_versions",
+    metadata,
+    Column(
+        "policy_name",
+        String(128),
+        ForeignKey("iam_policies.name", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("version", Integer, primary_key=True),
+    Column("document", Text),
+    Column("is_default", Boolean, nullable=False),
+    Column("created", DateTime(timezone=True), nullable=False),
+)
+
 # -- migrations -------------------------------------------------------------
 
-_LATER_TABLES = (revoked_sessions, role_trust, role_sessions)
+_LATER_TABLES = (revoked_sessions, role_trust, role_sessions, policy_versions)
 """Tables a later migration creates (so that ``_v1`` keeps its own layout)."""
 
 
@@ -200,7 +220,18 @@ def _v3(conn: Connection) -> None:
     role_sessions.create(conn)
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3]
+def _v4(conn: Connection) -> None:
+    policy_versions.create(conn)
+    # Every policy made before versions were kept: its document is its version 1.
+    conn.execute(
+        insert(policy_versions).from_select(
+            ["policy_name", "version", "document", "is_default", "created"],
+            select(policies.c.name, literal(1), policies.c.document, true(), policies.c.created),
+        )
+    )
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
 LATEST = len(MIGRATIONS)
 
 # Any constant will do, as long as other lakeward stores pick different ones.

@@ -189,6 +189,46 @@ def create_policy(
     out.print(f"created policy {policy}")
 
 
+Version = Annotated[str, typer.Option("--version", help="Policy version: v1, v2...")]
+
+
+@iam_app.command("create-policy-version")
+def create_policy_version(
+    policy: Policy,
+    document: Annotated[str, typer.Option(help="Policy JSON, or @file")],
+    set_as_default: Annotated[bool, typer.Option(help="Make it the version that applies")] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """A new version of a managed policy's document (at most five are kept)."""
+    made = iam_for(data_dir).create_policy_version(policy, _read_document(document), set_as_default)
+    print_warnings(_warnings(made.document))
+    out.print(
+        f"created {made.version_id} of {policy}" + (", the default" if set_as_default else "")
+    )
+
+
+@iam_app.command("list-policy-versions")
+def list_policy_versions(policy: Policy, data_dir: DataDir = None) -> None:
+    table = Table("version", "default", "created")
+    for found in iam_for(data_dir).list_policy_versions(policy):
+        shown = found.created.strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(found.version_id, "yes" if found.is_default else "", shown)
+    out.print(table)
+
+
+@iam_app.command("set-default-policy-version")
+def set_default_policy_version(policy: Policy, version: Version, data_dir: DataDir = None) -> None:
+    """Make a kept version the one that applies (an edit undone, or redone)."""
+    iam_for(data_dir).set_default_policy_version(policy, version)
+    out.print(f"{version} of {policy} applies now")
+
+
+@iam_app.command("delete-policy-version")
+def delete_policy_version(policy: Policy, version: Version, data_dir: DataDir = None) -> None:
+    iam_for(data_dir).delete_policy_version(policy, version)
+    out.print(f"deleted {version} of {policy}")
+
+
 @iam_app.command("delete-policy")
 def delete_policy(policy: Policy, data_dir: DataDir = None) -> None:
     iam_for(data_dir).delete_policy(policy)

@@ -8,6 +8,7 @@ seed's identities (as ``lakeward up`` creates them: the console administrator
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,17 +113,51 @@ def test_administration_pages(page: Any, small_stack: tuple[Settings, str, dict[
     assert asked[-1] == "Delete group Auditors?"
 
     page.goto(base + "/console/admin/policies")
-    page.fill("form.stacked input[name=name]", "Broken")
+    page.fill("#create-policy input[name=name]", "Broken")
     written = '{"Version": "2012-10-17",\n "Statement": "nope"}'
-    page.fill("form.stacked textarea[name=document]", written)
+    page.fill("#create-policy textarea[name=document]", written)
     page.click("text=Create policy")
     assert "policy Broken" in page.locator(".flash.error").inner_text()
     # The form comes back as it was written, so the mistake costs no retyping.
-    assert page.locator("form.stacked textarea[name=document]").input_value() == written
-    assert page.locator("form.stacked input[name=name]").input_value() == "Broken"
+    assert page.locator("#create-policy textarea[name=document]").input_value() == written
+    assert page.locator("#create-policy input[name=name]").input_value() == "Broken"
     # Each policy says where it is attached.
     athena = page.locator("details.policy", has_text="AthenaQueryAccessPolicy").locator("summary")
     assert "attached to group/DataEngineerGroup, group/SalesGroup" in athena.inner_text()
+
+    # A policy is edited: each edit a new version that applies at once, undone in a click.
+    statement = {
+        "Effect": "Allow",
+        "Action": "s3:GetObject",
+        "Resource": "arn:lakeward:s3:::sales/*",
+    }
+    first = json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+    page.fill("#create-policy input[name=name]", "SalesReads")
+    page.fill("#create-policy textarea[name=document]", first)
+    page.click("text=Create policy")
+    assert "created policy SalesReads" in page.locator(".flash.done").inner_text()
+    policy = page.locator("details.policy[data-policy=SalesReads]")
+    policy.locator("summary").click()
+    edited = first.replace("sales/*", "sales/2026/*")
+    policy.locator("form.edit-policy textarea").fill(edited)
+    policy.locator("form.edit-policy button").click()
+    assert "saved v2 of SalesReads, which applies now" in page.locator(".flash.done").inner_text()
+    policy = page.locator("details.policy[data-policy=SalesReads]")
+    policy.locator("summary").click()
+    assert "sales/2026/*" in policy.locator("pre").inner_text()
+    assert policy.locator("tr.default td").first.inner_text().startswith("v2")
+    policy.locator("tr", has_text="v1").locator("button", has_text="Apply").click()
+    assert "v1 of SalesReads applies now" in page.locator(".flash.done").inner_text()
+    assert asked[-1].startswith("Make v1 of SalesReads the version that applies?")
+    # A broken edit comes back as written, its policy opened, nothing saved.
+    policy = page.locator("details.policy[data-policy=SalesReads]")
+    policy.locator("summary").click()
+    policy.locator("form.edit-policy textarea").fill('{"Statement": ')
+    policy.locator("form.edit-policy button").click()
+    assert "policy SalesReads" in page.locator(".flash.error").inner_text()
+    policy = page.locator("details.policy[data-policy=SalesReads]")
+    assert policy.locator("form.edit-policy textarea").input_value() == '{"Statement": '
+    assert "2 version(s)" in policy.locator("summary").inner_text()
 
     # A password is reset, confirmed first, and held to the password policy.
     page.goto(base + "/console/admin/users")

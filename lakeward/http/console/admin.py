@@ -167,10 +167,42 @@ def admin_router(console: Console) -> APIRouter:
         request: Request, session: Signed, status: int = 200, **form: Any
     ) -> HTMLResponse:
         found = [
-            (p, json.dumps(p.document, indent=2, sort_keys=False), attached)
+            (
+                p,
+                json.dumps(p.document, indent=2, sort_keys=False),
+                attached,
+                iam.list_policy_versions(p.name),
+            )
             for p, attached in iam.policy_overview()
         ]
         return page(request, session, "policies", status=status, policies=found, **form)
+
+    @router.post("/policies/{name}/versions")
+    def edit_policy(
+        request: Request,
+        name: str,
+        session: Signed,
+        document: Annotated[str, Form(min_length=2, max_length=131072)],
+        apply: Annotated[str, Form()] = "",
+    ) -> Response:
+        """An edit is a new version; it applies at once unless left as a draft."""
+        try:
+            made = iam.create_policy_version(name, document, set_as_default=bool(apply))
+        except InvalidRequest as exc:
+            edit = {"policy": name, "document": document}
+            return policies_page(request, session, 400, refusal=exc.message, edit=edit)
+        said = "which applies now" if apply else "kept without applying it"
+        return redirect("/admin/policies", done=f"saved {made.version_id} of {name}, {said}")
+
+    @router.post("/policies/{name}/versions/{version}/default")
+    def set_default_version(request: Request, name: str, version: str, session: Signed) -> Response:
+        return change(request, session, "policies", f"{version} of {name} applies now",
+                      lambda: iam.set_default_policy_version(name, version))  # fmt: skip
+
+    @router.post("/policies/{name}/versions/{version}/delete")
+    def delete_version(request: Request, name: str, version: str, session: Signed) -> Response:
+        return change(request, session, "policies", f"deleted {version} of {name}",
+                      lambda: iam.delete_policy_version(name, version))  # fmt: skip
 
     @router.post("/policies")
     def create_policy(
