@@ -1,0 +1,75 @@
+"""The console at a phone's width (390 px) and a laptop's (1280 px): nothing runs off the
+side, Sign out is on screen, the editor and the charts keep their size. Each page is also
+saved as a screenshot at both widths (docs/images under ``make screenshots``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lakeward.config import Settings
+from tests.console.conftest import Offline
+from tests.console.console_helpers import password_of, screenshot, server_url, sign_in
+
+pytestmark = pytest.mark.spark
+
+PAGES = {
+    "home": "/console/",
+    "dashboards": "/console/dashboards",
+    "dashboard": "/console/dashboards/covid-19-cases",
+    "datasets": "/console/datasets",
+    "query": "/console/query",
+    "catalogs": "/console/catalogs",
+}
+# Whether any element but a scrolling table, the navigation or a chart's own drawing runs
+# past the right edge of the window.
+OVERFLOW = """() => {
+  const width = document.documentElement.clientWidth;
+  const inside = (e) => e.closest('table.grid, header.top nav, .chart, .js-plotly-plot, pre');
+  return Array.from(document.querySelectorAll('body *'))
+    .filter(e => !inside(e) && e.getBoundingClientRect().right > width + 1
+                 && getComputedStyle(e).visibility !== 'hidden' && e.offsetParent !== null)
+    .map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+              + (e.className && typeof e.className === 'string' ? '.' + e.className : ''))
+    .slice(0, 5);
+}"""
+
+
+def check_page(page: Any, width: int, name: str, tmp_path: Path) -> None:
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, name
+    assert page.evaluate(OVERFLOW) == [], name
+    sign_out = page.locator("header .signout button").bounding_box()
+    assert sign_out is not None and sign_out["x"] + sign_out["width"] <= width, name
+    screenshot(page, f"{name}-{width}", tmp_path)
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_every_page_fits_the_window(
+    browser: Any, offline: Offline, stack: Settings, tmp_path: Path, width: int
+) -> None:
+    context = browser.new_context(viewport={"width": width, "height": 844})
+    page = context.new_page()
+    page.route("**/*", offline.route)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    base = server_url(stack)
+    sign_in(page, base, "de_user", password_of(stack, "DataEngineerUserCreds"))
+    try:
+        for name, path in PAGES.items():
+            page.goto(base + path)
+            if name == "dashboard":
+                page.wait_for_selector("body[data-charts=ready]", timeout=60_000)
+                for chart in page.locator(".visual .chart").all():
+                    box = chart.bounding_box()
+                    assert box is not None and box["width"] <= width and box["height"] >= 250
+            if name == "query":
+                editor = page.locator("#sql").bounding_box()
+                run = page.locator("#run").bounding_box()
+                assert editor is not None and editor["width"] >= min(width - 40, 600)
+                assert run is not None and run["x"] + run["width"] <= width
+            check_page(page, width, name, tmp_path)
+    finally:
+        context.close()
+    assert errors == [] and offline.blocked == []
