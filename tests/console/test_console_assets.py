@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from lakeward.config import load_settings
 from lakeward.http.app import create_app
-from lakeward.http.console import PLOTLY_JS
+from lakeward.http.console import PLOTLY_JS, plotly
 from lakeward.http.console.assets import Assets
 
 
@@ -56,3 +56,12 @@ def test_an_unknown_asset_or_a_topology_not_installed_is_named(client: TestClien
     assert missing.status_code == 404 and "no asset nothing.js" in missing.text
     topology = client.get("/console/assets/missing/topojson/mars_10m.json")
     assert topology.status_code == 404 and "no world topology mars_10m.json" in topology.text
+
+
+def test_a_sheet_loads_the_smallest_plotly_that_draws_its_charts() -> None:
+    installed = [plotly.FULL, *plotly.PARTS]
+    assert plotly.bundle_for({"map", "line"}, installed) == "plotly-geo.min.js"
+    assert plotly.bundle_for({"bar", "line", "table"}, installed) == "plotly-basic.min.js"
+    assert plotly.bundle_for({"map", "bar"}, installed) == plotly.FULL
+    assert plotly.bundle_for({"map"}, [plotly.FULL]) == plotly.FULL  # none installed
+    assert re.fullmatch(r"\d+\.\d+\.\d+", plotly.shipped_version())

@@ -15,8 +15,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import replace
-from importlib.util import find_spec
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,22 +25,15 @@ from starlette.exceptions import HTTPException
 from lakeward.access.arns import catalog_arn
 from lakeward.access.control import AccessControl
 from lakeward.access.sessions import Sessions
+from lakeward.bi.model import AnalysisSpec
 from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
-from lakeward.http.console import admin, authoring, bi, catalogs, erasure, query, signin
+from lakeward.http.console import admin, authoring, bi, catalogs, erasure, plotly, query, signin
 from lakeward.http.console.assets import Assets
 from lakeward.http.console.base import PREFIX, STATIC, Console, wants_json
 from lakeward.http.errors import error_response, invalid_request
 from lakeward.query.service import QueryService
 
-
-def _plotly_js() -> Path:
-    """plotly.js as the ``plotly`` package ships it (found without importing plotly)."""
-    spec = find_spec("plotly")
-    origin = spec.origin if spec else None
-    return Path(origin or ".").parent / "package_data" / "plotly.min.js"
-
-
-PLOTLY_JS = _plotly_js()
+PLOTLY_JS = plotly.full_bundle()
 TOPOJSON = STATIC / "vendor" / "topojson"
 
 
@@ -93,8 +84,15 @@ def install_console(
         return RedirectResponse(f"{PREFIX}/", status_code=307)
 
     scripts = {path.name: path for path in STATIC.glob("*.*")}
-    assets = Assets(PREFIX, {**scripts, "plotly.min.js": PLOTLY_JS}, {"topojson": TOPOJSON})
+    bundles = {plotly.FULL: PLOTLY_JS, **plotly.partial_bundles()}
+    assets = Assets(PREFIX, {**scripts, **bundles}, {"topojson": TOPOJSON})
     console.env.globals["asset_url"] = assets.url
+
+    def plotly_url(spec: AnalysisSpec) -> str:
+        types = {v.type for sheet in spec.sheets for v in sheet.visuals}
+        return assets.url(plotly.bundle_for(types, bundles))
+
+    console.env.globals["plotly_url"] = plotly_url
 
     @app.get(f"{PREFIX}/assets/{{digest}}/{{name:path}}", include_in_schema=False)
     def asset(request: Request, digest: str, name: str) -> Response:
