@@ -30,7 +30,12 @@ def stack_dir(tmp_path_factory: pytest.TempPathFactory, jhu_dir: Path) -> Iterat
     """A stack brought up with ``lakeward up`` on the real JHU files, for the session."""
     need_java()
     data_dir = tmp_path_factory.mktemp("stack") / "data"
-    result = lakeward("up", "--covid-source", str(jhu_dir), data_dir=data_dir, timeout=900)
+    try:
+        result = lakeward("up", "--covid-source", str(jhu_dir), data_dir=data_dir, timeout=900)
+    except BaseException:
+        # What started before the failure (the metastore, say) must not outlive the run.
+        lakeward("down", data_dir=data_dir, check=False, timeout=120)
+        raise
     (data_dir / "up.stdout").write_text(result.stdout)
     yield data_dir
     lakeward("down", data_dir=data_dir, check=False, timeout=120)
