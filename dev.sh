@@ -189,7 +189,15 @@ install_topojson() {
 PLOTLY_PARTS=lakeward/http/console/static/vendor/plotly
 install_plotly_bundles() {
   local version
-  version=$("$VENV/bin/python" -c 'from lakeward.http.console.plotly import shipped_version; print(shipped_version())')
+  version=$("$VENV/bin/python" - <<'EOF'
+import re
+from importlib.util import find_spec
+from pathlib import Path
+
+shipped = Path(find_spec("plotly").origin).parent / "package_data" / "plotly.min.js"
+print(re.search(rb"plotly\.js v(\d+\.\d+\.\d+)", shipped.read_bytes()[:400])[1].decode())
+EOF
+)
   [ -f "$PLOTLY_PARTS/$version/plotly-geo.min.js" ] && [ -f "$PLOTLY_PARTS/$version/plotly-basic.min.js" ] && return
   command -v npm >/dev/null || apt_install npm
   echo "dev.sh: installing plotly.js $version's partial bundles for the console"

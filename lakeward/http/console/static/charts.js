@@ -337,9 +337,57 @@
     document.body.dataset.charts = failed.length ? "failed" : "ready";
   }
 
+  // The filters in the page's address (?filters=...), so that a reload, a bookmark or a
+  // shared link shows the same figures: written on Apply, read before the first drawing.
+  function fieldsets() { return Array.from(document.querySelectorAll("#filters fieldset.filter")); }
+
+  function filterState() {
+    return fieldsets().map(function (set) {
+      if (set.dataset.type === "time_range") {
+        return [set.querySelector('[name="start"]').value, set.querySelector('[name="end"]').value];
+      }
+      return Array.from(set.querySelector("select").selectedOptions).map(function (o) {
+        return o.dataset.kind === "number" ? Number(o.value) : o.value;
+      });
+    });
+  }
+
+  function restoreFilters() {
+    const given = new URLSearchParams(window.location.search).get("filters");
+    if (!given) { return; }
+    let state;
+    try { state = JSON.parse(given); } catch (error) { return; }  // a mangled link: the saved filters
+    const sets = fieldsets();
+    if (!Array.isArray(state) || state.length !== sets.length) { return; }
+    sets.forEach(function (set, i) {
+      const value = state[i];
+      if (!Array.isArray(value)) { return; }
+      if (set.dataset.type === "time_range") {
+        set.querySelector('[name="start"]').value = String(value[0] || "");
+        set.querySelector('[name="end"]').value = String(value[1] || "");
+        return;
+      }
+      const select = set.querySelector("select");
+      const wanted = new Set(value.map(String));
+      Array.from(select.options).forEach(function (o) { o.selected = wanted.delete(o.value); });
+      wanted.forEach(function (v) {  // a value the page did not list yet
+        const item = document.createElement("option");
+        item.value = v;
+        item.textContent = v;
+        item.dataset.kind = value.some(function (x) { return typeof x === "number" && String(x) === v; }) ? "number" : "text";
+        item.selected = true;
+        select.append(item);
+      });
+    });
+  }
+
   document.getElementById("filters").addEventListener("submit", function (event) {
     event.preventDefault();
+    const address = new URL(window.location.href);
+    address.searchParams.set("filters", JSON.stringify(filterState()));
+    window.history.replaceState(null, "", address);
     drawAll();
   });
+  restoreFilters();
   drawAll();
 })();

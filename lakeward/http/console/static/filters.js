@@ -89,6 +89,16 @@
       show();
     });
     select.addEventListener("change", show);
+    // A click adds or takes away one value, as in a checklist: no key to hold down, and
+    // the other choices stay (Shift still selects a run).
+    select.addEventListener("mousedown", function (event) {
+      const item = event.target;
+      if (!(item instanceof HTMLOptionElement) || event.shiftKey) { return; }
+      event.preventDefault();
+      item.selected = !item.selected;
+      select.focus();
+      select.dispatchEvent(new Event("change"));
+    });
     values(field, "").then(function (found) { merge(found); show(); }).catch(function (error) {
       note.textContent = error.message;
     });
