@@ -68,6 +68,18 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def port_frees_within(host: str, port: int, seconds: float) -> bool:
+    """Whether ``port`` is free now or within ``seconds``: a process just killed keeps
+    its sockets until its last thread has exited, a moment after its leader shows as
+    a zombie (a JVM's hundreds of threads take a while)."""
+    deadline = time.monotonic() + seconds
+    while not port_is_free(host, port):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def free_port(host: str, preferred: int, exclude: Sequence[int] = ()) -> int:
     """``preferred`` if it is free, else the next free port above it."""
     for port in range(preferred, preferred + 200):

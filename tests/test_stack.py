@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from pathlib import Path
 
 import httpx
@@ -12,7 +14,7 @@ from lakeward.config import Settings, load_settings
 from lakeward.errors import MetastoreError
 from lakeward.metastore import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
-from lakeward.process import free_port
+from lakeward.process import free_port, port_frees_within
 from tests.helpers import lakeward, need_java, parse_outputs
 
 
@@ -121,3 +123,15 @@ def test_a_second_stack_side_by_side_then_down(stack: Settings, tmp_path: Path) 
     assert not data_dir.exists()
     # The session stack is untouched.
     assert MetastoreClient(metastore_uris(stack)).ping()
+
+
+def test_a_port_released_moments_later_counts_as_free() -> None:
+    """A node killed a moment ago holds its port until its last thread exits; a
+    restart waits for it, and still refuses a port that stays taken."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    assert not port_frees_within("127.0.0.1", port, 0.5)
+    threading.Timer(0.5, holder.close).start()
+    assert port_frees_within("127.0.0.1", port, 10.0)

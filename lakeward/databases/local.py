@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lakeward.databases.base import LOCALHOST, Account, Engine
 from lakeward.errors import StackError
-from lakeward.process import ManagedProcess, listens_on, port_is_free
+from lakeward.process import ManagedProcess, listens_on, port_frees_within
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 60.0
@@ -38,7 +38,8 @@ class LocalServer:
     def start(self, account: Account | None, timeout: float = START_TIMEOUT) -> None:
         if self.running():
             return
-        if not port_is_free(LOCALHOST, self.port):
+        # A server just killed holds its port until its last thread is gone.
+        if not port_frees_within(LOCALHOST, self.port, 10.0):
             raise StackError(
                 f"port {self.port} on {LOCALHOST} is taken by another process; the "
                 f"{self.engine.server_name} server of {self.root.name} cannot start on it"
