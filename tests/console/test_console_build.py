@@ -7,6 +7,7 @@ a query in the editor, paged through, and its CSV downloaded.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import time
@@ -233,6 +234,63 @@ def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Pa
     page.click(".saved a:text('Italy, first 120 days')")
     assert 'ORDER BY "date" LIMIT 120' in page.locator("#sql").input_value()
     assert page.locator(".history li").first.inner_text().startswith("SELECT country")
+
+
+def jhu_deaths(jhu_dir: Path, day: str, countries: list[str]) -> dict[str, int]:
+    """Each country's deaths on ``day`` (JHU's m/d/yy), summed over its provinces, from
+    the JHU file itself."""
+    totals = dict.fromkeys(countries, 0)
+    with open(jhu_dir / "time_series_covid19_deaths_global.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            if row["Country/Region"] in totals:
+                totals[row["Country/Region"]] += int(row[day])
+    return totals
+
+
+def test_a_query_result_charted_from_the_editor(
+    de_page: Any, stack: Settings, jhu_dir: Path, tmp_path: Path
+) -> None:
+    """Run a query, "Chart this result": the query becomes a dataset (its source over the
+    editor's catalog, its database kept), then the first chart of an analysis."""
+    page, base = de_page, server_url(stack)
+    suffix = uuid.uuid4().hex[:6]
+    page.goto(base + "/console/query")
+    page.fill("#sql", "SHOW TABLES")
+    page.click("#run")
+    page.wait_for_selector(".status.ok", timeout=60_000)
+    assert page.locator("#chart-result").is_hidden()  # only a SELECT's result is charted
+    sql = (
+        "SELECT country, CAST(sum(deaths) AS bigint) AS deaths FROM covid_cases\n"
+        "WHERE \"date\" = DATE '2020-09-10' AND country IN ('Italy', 'Spain', 'Germany')\n"
+        "GROUP BY country"
+    )
+    page.fill("#sql", sql)
+    page.click("#run")
+    page.wait_for_selector(".status.ok", timeout=60_000)
+    page.click("#chart-result")
+    page.wait_for_url("**/console/datasets/new?*")
+    assert page.locator("textarea[name=sql]").input_value() == sql
+    assert page.locator("input[name=source_kind][value=sql]").is_checked()
+    assert page.locator("#data-source").input_value() == "demo_hive_metastore"
+    expect(page.locator("#database-picker option:checked")).to_have_text("default")
+    page.fill("#dataset-name", f"Deaths on 2020-09-10 {suffix}")
+    page.select_option("select[name=import_mode]", "DIRECT_QUERY")
+    page.click("button[value=create]")
+    page.wait_for_url(f"**/console/analyses/new/deaths-on-2020-09-10-{suffix}?done=*")
+    assert page.locator(".flash.done").inner_text() == (
+        f"dataset deaths-on-2020-09-10-{suffix} created"
+    )
+    page.fill("input[name=name]", f"Charted {suffix}")
+    page.select_option("select[name=type]", "bar")
+    page.fill("input[name=x]", "country")
+    page.fill("input[name=y]", "deaths")
+    page.click("text=Create analysis")
+    page.wait_for_url(f"**/console/analyses/charted-{suffix}")
+    page.wait_for_selector("body[data-charts=ready]", timeout=60_000)
+    bars = page.evaluate("document.querySelector('.visual .chart').data")
+    deaths = dict(zip(bars[0]["x"], bars[0]["y"], strict=True))
+    assert deaths == jhu_deaths(jhu_dir, "9/10/20", ["Italy", "Spain", "Germany"]), deaths
+    screenshot(page, "query-charted", tmp_path)
 
 
 def test_schema_browser_and_completion(de_page: Any, stack: Settings, tmp_path: Path) -> None:

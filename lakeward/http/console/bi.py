@@ -9,7 +9,7 @@ from the series that ``/api/bi`` computes.
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from lakeward.access.arns import catalog_arn, quicksight_arn
@@ -28,6 +28,7 @@ from lakeward.http.console.forms import (
     visual_from,
     visual_values,
 )
+from lakeward.query.metadata import MAX_QUERY_LENGTH
 
 DASHBOARDS = NavItem(
     "dashboards",
@@ -288,8 +289,28 @@ def bi_router(console: Console) -> APIRouter:
         )
 
     @router.get("/datasets/new")
-    def new_dataset(request: Request, session: Signed, bi: Bi) -> HTMLResponse:
-        return builder(request, session, bi)
+    def new_dataset(
+        request: Request,
+        session: Signed,
+        bi: Bi,
+        sql: Annotated[str, Query(max_length=MAX_QUERY_LENGTH)] = "",
+        database: Annotated[str, Query(max_length=128)] = "",
+        catalog: Annotated[str, Query(max_length=128)] = "",
+    ) -> HTMLResponse:
+        """The dataset form; from the query editor's "Chart this result", filled with the
+        query, its database and a data source over its catalog, and going on to a chart."""
+        if not sql:
+            return builder(request, session, bi)
+        sources = bi.list_data_sources(session.user)
+        over = [s.id for s in sources if s.catalog.lower() == catalog.lower()]
+        values = {
+            "source_kind": "sql",
+            "sql": sql,
+            "database": database or "default",
+            "data_source_id": over[0] if over else "",
+            "then": "chart",
+        }
+        return builder(request, session, bi, values=values)
 
     @router.post("/datasets/new")
     async def create_dataset(request: Request, session: Signed, bi: Bi) -> Response:
@@ -304,6 +325,8 @@ def bi_router(console: Console) -> APIRouter:
             bi.create_dataset(session.user, dataset_id, spec)
         except LakewardError as exc:
             return builder(request, session, bi, 400, values=values, ops=ops, error=_message(exc))
+        if values.get("then") == "chart":
+            return redirect(f"/analyses/new/{dataset_id}", done=f"dataset {dataset_id} created")
         return redirect(f"/datasets/{dataset_id}", done=f"dataset {dataset_id} created")
 
     @router.get("/datasets/{dataset_id}")

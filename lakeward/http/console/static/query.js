@@ -13,6 +13,7 @@
   const next = document.getElementById("next");
   const pageInfo = document.getElementById("page-info");
   const download = document.getElementById("download");
+  const chart = document.getElementById("chart-result");
   const pageSize = Number(table.dataset.pageSize);
   const base = "/console/api/query";
   let current = null;   // the execution shown
@@ -113,6 +114,18 @@
     list.replaceChildren.apply(list, items);
   }
 
+  // "Chart this result": a SELECT's text becomes a dataset (over the editor's catalog and
+  // database), whose first chart the dataset form goes on to.
+  function offerChart(done) {
+    chart.hidden = done.substatement_type !== "SELECT";
+    const params = new URLSearchParams({
+      sql: done.query,
+      database: database.value || "default",
+      catalog: document.getElementById("schema").dataset.catalog,
+    });
+    chart.href = "/console/datasets/new?" + params.toString();
+  }
+
   async function run(event) {
     event.preventDefault();
     runButton.disabled = true;
@@ -126,6 +139,7 @@
       if (done.state === "SUCCEEDED") {
         tokens = [null];
         download.href = "/console/query/" + encodeURIComponent(current) + "/download";
+        offerChart(done);
         await showPage(0);
         setStatus("Succeeded in " + done.runtime_ms + " ms, " + done.scanned_bytes + " bytes scanned", "ok");
         if (done.statement_type === "DDL" || done.substatement_type === "CREATE_TABLE_AS_SELECT") {
