@@ -45,6 +45,17 @@ window.lakeward = (function () {
     form.querySelector('select[name="type"]').addEventListener("change", function () { showTypeFields(form); });
   });
 
+  // A field button adds its field to the list beside it, or takes it out if it is there.
+  document.addEventListener("click", function (event) {
+    const chip = event.target.closest(".field-list .chip");
+    if (!chip) { return; }
+    const input = chip.closest(".field-list").querySelector("input");
+    const names = input.value.split(",").map(function (n) { return n.trim(); }).filter(Boolean);
+    const at = names.indexOf(chip.dataset.field);
+    if (at >= 0) { names.splice(at, 1); } else { names.push(chip.dataset.field); }
+    input.value = names.join(", ");
+  });
+
   // A field the browser refuses says in plain words what it takes (its title), not
   // "Please match the requested format."
   function explain(input) {
