@@ -66,7 +66,13 @@ def test_a_dataset_and_a_visual_built_from_scratch(
         page.select_option(f"select[name=op_kind_{row}]", kind)
         page.fill(f"input[name=op_a_{row}]", a)
         page.fill(f"input[name=op_b_{row}]", b)
-        page.fill(f"input[name=op_c_{row}]", c)
+        if c:
+            page.fill(f"input[name=op_c_{row}]", c)
+    # Each box is named for its operation; one the operation does not take is not offered.
+    names = page.locator("tr:has(select[name=op_kind_1]) .arg-name").all_inner_texts()
+    assert names == ["new field", "expression, e.g. deaths / confirmed", ""], names
+    assert page.locator("input[name=op_c_1]").is_disabled()
+    assert page.locator("input[name=op_a_0]").get_attribute("aria-label") == "operation 1: field"
     # A conversion that fails on rows is reported with their count and examples.
     page.select_option("select[name=op_kind_2]", "convert")
     page.fill("input[name=op_a_2]", "country")

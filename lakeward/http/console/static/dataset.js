@@ -17,6 +17,26 @@
   id.addEventListener("input", function () { idTyped = id.value !== ""; });
   name.addEventListener("input", function () { if (!idTyped) { id.value = idFrom(name.value); } });
 
+  // Each field operation's argument boxes are named for the operation chosen (rename:
+  // field, new name; geo: new field, latitude field, longitude field...); the boxes an
+  // operation does not take are hidden and not sent.
+  function nameArguments(select) {
+    const names = JSON.parse(select.options[select.selectedIndex].dataset.args);
+    select.closest("tr").querySelectorAll("td.op-arg").forEach(function (cell, i) {
+      const input = cell.querySelector("input");
+      const row = select.getAttribute("aria-label");
+      cell.toggleAttribute("data-unused", !names[i]);
+      cell.querySelector(".arg-name").textContent = names[i];
+      input.placeholder = names[i];
+      input.setAttribute("aria-label", row + ": " + (names[i] || "unused"));
+      input.disabled = !names[i];
+    });
+  }
+  document.querySelectorAll("select[name^=op_kind_]").forEach(function (select) {
+    select.addEventListener("change", function () { nameArguments(select); });
+    nameArguments(select);
+  });
+
   function option(value, label, selected) {
     const element = document.createElement("option");
     element.value = value;
