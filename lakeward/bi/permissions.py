@@ -203,3 +203,35 @@ class Gate:
                     f"{what} reads the table {ref}, whose data you may not read "
                     f"(s3:GetObject on {arn}); ask an administrator for access"
                 ) from None
+
+    def without_catalog(
+        self, kind: Kind, resource_id: str, share_principal: str
+    ) -> tuple[str, list[str]]:
+        """The users a share with ``share_principal`` (``user/x`` or ``group/g``) reaches
+        who may not use the catalog the object's data comes from: they would open it and
+        see no data; with the catalog. A what-if of the recipients' policies, like IAM's
+        policy simulator: nobody asked for anything yet, so nothing is audited."""
+        catalog = self._catalog_of(kind, resource_id)
+        if catalog is None:
+            return "", []
+        kind_of, _, name = share_principal.partition("/")
+        users = [name] if kind_of == "user" else self.access.principals.members_of(name)
+        arn = catalog_arn(catalog)
+        return catalog, [
+            u for u in users
+            if not self.access.decide(Identity(u), "lakeward:UseCatalog", arn).allowed
+        ]  # fmt: skip
+
+    def _catalog_of(self, kind: Kind, resource_id: str) -> str | None:
+        dataset_id: str | None = resource_id if kind == "dataset" else None
+        if kind == "analysis":
+            analysis = self.store.analysis(resource_id)
+            dataset_id = analysis.spec.dataset_id if analysis else None
+        elif kind == "dashboard":
+            dashboard = self.store.dashboard(resource_id)
+            dataset_id = dashboard.definition.dataset_id if dashboard else None
+        dataset = self.store.dataset(dataset_id) if dataset_id else None
+        source_id = resource_id if kind == "datasource" else (
+            dataset.spec.data_source_id if dataset else None)  # fmt: skip
+        source = self.store.data_source(source_id) if source_id else None
+        return source.catalog if source else None

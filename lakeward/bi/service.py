@@ -406,6 +406,16 @@ class BiService(DataSources, AnalysesAndDashboards, DistinctValues):
         self.store.set_shares(kind, resource_id, parsed)
         return self.get_permissions(principal, kind, resource_id)
 
+    def shared_without_data(
+        self, kind: Kind, resource_id: str, share_principal: str
+    ) -> tuple[str, list[str]]:
+        """Who a share reaches that will not see the object's data: the catalog it comes
+        from and the users among ``share_principal`` who may not use it (none for a
+        dashboard when sharing grants its data, ``bi.sharing_grants_data``)."""
+        if kind == "dashboard" and self.settings.bi.sharing_grants_data:
+            return "", []
+        return self.gate.without_catalog(kind, resource_id, share_principal)
+
     def may(
         self, principal: str, kind: Kind, resource_id: str, owner: str
     ) -> Callable[[str], bool]:

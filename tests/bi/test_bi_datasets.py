@@ -163,6 +163,12 @@ def test_sharing_a_dashboard_does_not_share_its_data(
     bi.publish_dashboard("root", "shared")
     cleanup.append(("dashboard", "shared"))
     bi.set_permissions("root", "dashboard", "shared", [{"principal": "user/sales_user"}])
+    # The one sharing is told who will see no data, and why (the console shows it).
+    assert bi.shared_without_data("dashboard", "shared", "user/sales_user") == (
+        "demo_hive_metastore", ["sales_user"])  # fmt: skip
+    assert bi.shared_without_data("dashboard", "shared", "user/de_user")[1] == []
+    assert bi.shared_without_data("dashboard", "shared", "group/SalesGroup")[1] == [
+        "sales_user"]  # fmt: skip
     assert [d.id for d in bi.list_dashboards("sales_user")] == ["shared"]
     assert bi.get_dashboard("sales_user", "shared").name == "Shared"
     with pytest.raises(AccessDenied, match="lakeward:UseCatalog") as refused:
@@ -175,6 +181,7 @@ def test_sharing_a_dashboard_does_not_share_its_data(
         update={"sharing_grants_data": True})})  # fmt: skip
     lenient = BiService(quicksight, bi.access, bi.queries)
     try:
+        assert lenient.shared_without_data("dashboard", "shared", "user/sales_user")[1] == []
         bars = lenient.dashboard_series("sales_user", "shared", "bars").data["series"][0]
         assert bars["y"][bars["x"].index("Italy")] == jhu.count("confirmed", "Italy")
     finally:

@@ -148,6 +148,9 @@ def test_a_dataset_and_a_visual_built_from_scratch(
     page.fill("input[name=principal]", "user/sales_user")
     page.click("form.inline button:text('Share')")
     assert "sharing of" in page.locator(".flash.done").inner_text()
+    # ...which the one sharing is told at once, not left to find out.
+    warning = page.locator(".flash.warning").inner_text()
+    assert "sales_user may not use the catalog demo_hive_metastore" in warning, warning
     other = browser.new_context()
     try:
         sales = other.new_page()

@@ -222,7 +222,18 @@ def bi_router(console: Console) -> APIRouter:
             bi.set_permissions(session.user, SHAREABLE[kind], resource_id, wanted)
         except InvalidRequest as exc:
             return redirect(f"/{kind}/{resource_id}", error=exc.message)
-        return redirect(f"/{kind}/{resource_id}", done=f"sharing of {resource_id} updated")
+        done = f"sharing of {resource_id} updated"
+        catalog, blind = ("", []) if form.get("remove") else bi.shared_without_data(
+            SHAREABLE[kind], resource_id, principal)  # fmt: skip
+        if blind:
+            return redirect(
+                f"/{kind}/{resource_id}",
+                done=done,
+                warning=f"{', '.join(blind)} may not use the catalog {catalog} its data comes "
+                "from (lakeward:UseCatalog): they will see it without its data until an "
+                "administrator grants that",
+            )
+        return redirect(f"/{kind}/{resource_id}", done=done)
 
     # -- data sources and datasets ---------------------------------------------
 
