@@ -95,8 +95,40 @@ def _arguments(query: str, g: dict[str, str]) -> str:
         left, _, right = types.partition(", ")
         where = position(query, rf"(?<=\s){re.escape(name)}(?=\s)") if right else ""
         return f"TYPE_MISMATCH: {where}Cannot apply operator: {left} {name} {right}".rstrip()
-    where = position(query, _name(name) + r"\s*\(")
-    return f"TYPE_MISMATCH: {where}Unexpected parameters ({types}) for function {name}"
+    called = _called(query, name)
+    if called is None:
+        return f"FUNCTION_NOT_FOUND: Unexpected parameters ({types}) for function {name}"
+    where = position(query, _name(called) + r"\s*\(")
+    if called != name.lower():  # the types DuckDB gives are those of lakeward's own call
+        return f"FUNCTION_NOT_FOUND: {where}Unexpected parameters for function {called}"
+    return f"FUNCTION_NOT_FOUND: {where}Unexpected parameters ({types}) for function {name}"
+
+
+def _macro_arguments(query: str, g: dict[str, str]) -> str:
+    """One of the macros that give Trino's semantics, called with types it does not take."""
+    called = _called(query, g["macro"])
+    name = called or g["macro"].removeprefix("trino_")
+    where = position(query, _name(name) + r"\s*\(") if called else ""
+    return f"FUNCTION_NOT_FOUND: {where}Unexpected parameters for function {name}"
+
+
+def _called(query: str, function: str) -> str | None:
+    """The function of the user's query that DuckDB's ``function`` stands for: itself, the
+    Trino function a ``trino_<name>`` macro gives, or one whose macro calls it; None if
+    the query calls none of those (Trino names functions case-insensitively)."""
+    from lakeward.query.translate.duckdb import macro_users  # the translation's own table
+
+    wanted = function.lower()
+    candidates = [wanted, wanted.removeprefix("trino_"), *sorted(macro_users(wanted))]
+    for name in candidates:
+        if re.search(_name(name) + r"\s*\(", query, flags=re.IGNORECASE):
+            return name
+    return None
+
+
+def _ambiguous(query: str, g: dict[str, str]) -> str:
+    name = g["name"]
+    return f"AMBIGUOUS_NAME: {position(query, _name(name))}Column '{name}' is ambiguous"
 
 
 def _cast(query: str, g: dict[str, str]) -> str:
@@ -117,6 +149,9 @@ _DUCKDB_RULES: list[tuple[re.Pattern[str], Callable[[str, dict[str, str]], str]]
     ),
      lambda q, g: _column(q, {"name": f"{g['t']}.{g['c']}"})),
     (re.compile(r"Function with name (?P<name>\S+) does not exist"), _function),
+    (re.compile(r"Macro (?P<macro>\w+)\(\) does not support the supplied arguments"),
+     _macro_arguments),
+    (re.compile(r'Ambiguous reference to column name "(?P<name>[^"]+)"'), _ambiguous),
     (re.compile(r'column "(?P<name>[^"]+)" must appear in the GROUP BY clause'), _not_aggregate),
     (re.compile(r"argument types '(?P<name>[^(']+)\((?P<types>.*?)\)'"), _arguments),
     (re.compile(r'candidate function for the function call "(?P<name>[^(]+)\((?P<types>.*?)\)"'),
@@ -160,8 +195,22 @@ def error_kind(reason: str, error: BaseException | None) -> ErrorKind:
     return _USER_ERROR
 
 
-def athena_reason(message: str, query: str) -> str:
-    """A failed query's reason as Athena words it (unchanged if it is not an engine's)."""
+_MISSING_TABLE = re.compile(r"Table (?P<database>[^\s.]+)\.(?P<table>[^\s.]+) does not exist")
+
+
+def _missing_table(query: str, catalog: str, database: str, table: str) -> str:
+    """A table the planner did not find, as Trino's analyzer reports it: where the query
+    names it, and its full name."""
+    where = position(query, _name(f"{database}.{table}")) or position(query, _name(table))
+    return f"TABLE_NOT_FOUND: {where}Table '{catalog}.{database}.{table}' does not exist"
+
+
+def athena_reason(message: str, query: str, catalog: str = "") -> str:
+    """A failed query's reason as Athena words it (unchanged if it is not an engine's or
+    one lakeward words as Trino does)."""
+    missing = _MISSING_TABLE.fullmatch(message)
+    if missing is not None and catalog:
+        return _missing_table(query, catalog.lower(), missing["database"], missing["table"])
     duckdb = _DUCKDB.match(message)
     engine = duckdb or _SPARK.match(message)
     if engine is None:

@@ -408,7 +408,7 @@ class QueryService(MetadataOperations, PreparedOperations):
         error: BaseException | None = None,
     ) -> None:
         if state == QueryState.FAILED and reason:
-            reason = athena_reason(reason, execution.query)  # an engine's error, as Athena says
+            reason = athena_reason(reason, execution.query, execution.catalog)  # as Athena says
             kind = error_kind(reason, error)
             execution.error_category, execution.error_type = kind.category, kind.type
             execution.retryable = kind.retryable

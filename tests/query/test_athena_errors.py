@@ -21,13 +21,13 @@ CASES = [
      "EXPRESSION_NOT_AGGREGATE: line 1:8: 'a' must be an aggregate expression or appear in "
      "GROUP BY clause"),
     ("SELECT abs(s) FROM t",
-     "TYPE_MISMATCH: line 1:8: Unexpected parameters (varchar) for function abs"),
+     "FUNCTION_NOT_FOUND: line 1:8: Unexpected parameters (varchar) for function abs"),
     ("SELECT a + s FROM t", "TYPE_MISMATCH: line 1:10: Cannot apply operator: integer + varchar"),
     ("SELECT CAST(s AS integer) FROM t", "INVALID_CAST_ARGUMENT: Cannot cast 'x' to INT"),
     ("SELECT s * 1.0 FROM t",
      "TYPE_MISMATCH: line 1:10: Cannot apply operator: varchar * decimal(2,1)"),
     ("SELECT abs('x')",
-     "TYPE_MISMATCH: line 1:8: Unexpected parameters (varchar) for function abs"),
+     "FUNCTION_NOT_FOUND: line 1:8: Unexpected parameters (varchar) for function abs"),
     ("SELECT a // (a - 1) FROM t", "DIVISION_BY_ZERO: Division by zero"),
 ]  # fmt: skip
 

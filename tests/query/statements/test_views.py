@@ -133,7 +133,7 @@ def test_create_read_show_describe_and_drop_a_view_through_boto3(
 
     assert athena_run(athena, "DROP VIEW italy") == []
     assert not metastore.table_exists(DB, "italy")
-    with pytest.raises(AssertionError, match=r"italy does not exist"):
+    with pytest.raises(AssertionError, match=r"TABLE_NOT_FOUND: .*\.italy' does not exist"):
         athena_run(athena, "SELECT * FROM italy")
 
 

@@ -49,7 +49,7 @@ def test_refused_statements_change_nothing(sales: QueryService) -> None:
     rows(sales, "CREATE VIEW above AS SELECT country FROM base")
     before = catalog(sales).load_table("sales", "base")
 
-    assert "no_such_table does not exist" in fails(
+    assert "no_such_table' does not exist" in fails(
         sales, "CREATE VIEW ghost AS SELECT * FROM no_such_table"
     )
     for create in ("CREATE VIEW", "CREATE OR REPLACE VIEW"):

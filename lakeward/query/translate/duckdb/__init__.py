@@ -23,6 +23,7 @@ The conformance suite (tests/query/conformance) holds the answers these must giv
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from types import ModuleType
@@ -112,26 +113,49 @@ def to_duckdb(tree: exp.Expr, columns: numbers.Columns | None = None) -> exp.Exp
 _REFUSAL = f"{FAILURE_MARK}NOT_SUPPORTED"
 
 
-def _macros_that_may_refuse() -> frozenset[str]:
-    """The macros that refuse, when a value shows it, what they cannot answer as Trino."""
-    bodies = {}
+def _macro_bodies() -> dict[str, str]:
+    bodies: dict[str, str] = {}
     for macro in MACROS:
         found = re.match(r"CREATE MACRO (\w+)", macro)
-        if found:
-            bodies[found.group(1)] = macro
-    refusing = {name for name, body in bodies.items() if "is not supported" in body}
-    while True:  # and those that call one of them
+        if found:  # a name's overloads, one text
+            bodies[found.group(1)] = bodies.get(found.group(1), "") + macro
+    return bodies
+
+
+_BODIES = _macro_bodies()
+
+
+def _callers(names: set[str]) -> set[str]:
+    """The macros that call one of ``names``, directly or through another macro."""
+    found = set(names)
+    while True:
         calling = {
             name
-            for name, body in bodies.items()
-            if name not in refusing and any(re.search(rf"\b{r}\(", body) for r in refusing)
+            for name, body in _BODIES.items()
+            if name not in found and any(re.search(rf"\b{n}\s*\(", body, re.I) for n in found)
         }
         if not calling:
-            return frozenset(refusing)
-        refusing |= calling
+            return found - names
+        found |= calling
+
+
+def _macros_that_may_refuse() -> frozenset[str]:
+    """The macros that refuse, when a value shows it, what they cannot answer as Trino."""
+    refusing = {name for name, body in _BODIES.items() if "is not supported" in body}
+    return frozenset(refusing | _callers(refusing))  # and those that call one of them
 
 
 _MAY_REFUSE = _macros_that_may_refuse()
+
+
+@functools.cache
+def macro_users(function: str) -> frozenset[str]:
+    """The Trino functions whose macro (``trino_<name>``) calls DuckDB's ``function``,
+    directly or through other macros: a DuckDB error about it is about one of them."""
+    return frozenset(
+        name.removeprefix("trino_") for name in _callers({function.lower()})
+        if name.startswith("trino_")
+    )  # fmt: skip
 
 
 def _check_tries(tree: exp.Expr) -> None:
