@@ -8,8 +8,10 @@
 # versions its uv.lock holds where it has one.
 # The suite reaches the stack as it reaches AWS: AWS_ENDPOINT_URL and the stack's key pair
 # (lakeward credentials), its tables created under the lake's s3:// staging place. Its
-# SQLAlchemy compliance suite (tests/sqlalchemy) makes Iceberg tables, and its Spark tests
-# need Athena for Spark's sessions: neither is offered, so they are not run here.
+# Spark tests need Athena for Spark's sessions, which is not offered: they are not run.
+# Its SQLAlchemy compliance suite (tests/sqlalchemy, Iceberg tables) is run as its own
+# project runs it, with pytest-xdist (e.g. `tests/sqlalchemy -n 3`): each xdist worker
+# makes its own <ident>_test_schema databases, which a run without -n expects to exist.
 # A JUnit report goes to pyathena-suite.xml in the current directory.
 set -euo pipefail
 suite=$(cd "$1" && pwd)

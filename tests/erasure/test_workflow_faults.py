@@ -257,7 +257,9 @@ def test_one_worker_at_a_time_per_request(
     store = flow.store
     assert store.claim(created.id, "elsewhere:1:a")  # a worker on another host
     assert not store.claim(created.id, flow.worker)
-    assert flow.run_pending() == 0  # it leaves the request to the other worker
+    # It leaves the request to the other worker. (What else it does, it may do: an earlier
+    # test's outcome mail whose retry fell due counts among its steps.)
+    flow.run_pending()
     assert store.get(created.id).state == "REQUESTED"
     store.release(created.id, "elsewhere:1:a")
     dead = f"{socket.gethostname()}:999999999:b"  # a process of this host that is gone
