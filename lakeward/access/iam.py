@@ -10,6 +10,7 @@ would not.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +25,7 @@ from lakeward.access.policy import Decision, parse_policy
 from lakeward.access.policy_versions import PolicyVersion
 from lakeward.access.principals import DEFAULT_SESSION_SECONDS, Group, ManagedPolicy, Role, User
 from lakeward.access.secrets import SecretInfo
+from lakeward.access.sessions import RevokedSessions
 from lakeward.errors import InvalidRequest, LakewardError
 
 T = TypeVar("T")
@@ -70,11 +72,14 @@ class IamService:
 
     def reset_password(self, name: str, password: str) -> None:
         """A new console password for the user (IAM's UpdateLoginProfile), meeting the
-        password policy; a lockout after failed sign-ins is lifted with it."""
+        password policy; a lockout after failed sign-ins is lifted with it, and every
+        console session the user has ends."""
 
         def reset() -> None:
             check_password(name, password)
             self.principals.set_password(name, password)
+            # Whoever signed in with the old password (it may have leaked) is out.
+            RevokedSessions(self.principals.engine).end_all(name, time.time())
 
         self._iam("UpdateLoginProfile", "user", name, reset)
 

@@ -154,6 +154,15 @@ revoked_sessions = Table(
     Column("expires", Float, nullable=False, index=True),
 )
 
+# A user's console sessions issued before ``since`` (Unix time) have ended: their password
+# was reset. The row goes with the user.
+session_cutoffs = Table(
+    "iam_session_cutoffs",
+    metadata,
+    Column("user", String(64), ForeignKey("iam_users.name", ondelete="CASCADE"), primary_key=True),
+    Column("since", Float, nullable=False),
+)
+
 # Who may assume a role (its trust policy, IAM's AssumeRolePolicyDocument). A role
 # without a row trusts the account: whoever its own policies allow sts:AssumeRole.
 role_trust = Table(
@@ -199,7 +208,7 @@ policy_versions = Table(
 
 # -- migrations -------------------------------------------------------------
 
-_LATER_TABLES = (revoked_sessions, role_trust, role_sessions, policy_versions)
+_LATER_TABLES = (revoked_sessions, role_trust, role_sessions, policy_versions, session_cutoffs)
 """Tables a later migration creates (so that ``_v1`` keeps its own layout)."""
 
 
@@ -231,7 +240,11 @@ def _v4(conn: Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4]
+def _v5(conn: Connection) -> None:
+    session_cutoffs.create(conn)
+
+
+MIGRATIONS: list[Callable[[Connection], None]] = [_v1, _v2, _v3, _v4, _v5]
 LATEST = len(MIGRATIONS)
 
 # Any constant will do, as long as other lakeward stores pick different ones.

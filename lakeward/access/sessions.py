@@ -8,6 +8,7 @@ another site can make the browser send the cookie, but cannot read the secret).
 Logging out revokes the session id until it would have expired anyway; the
 server keeps revocations in the IAM database (``RevokedSessions``), so that a
 signed-out cookie stays refused after a restart and in every server process.
+Resetting a user's password ends every session of theirs issued before it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sqlalchemy import delete, exists, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from lakeward.access.schema import revoked_sessions
+from lakeward.access.schema import revoked_sessions, session_cutoffs
 from lakeward.errors import AccessDenied, Unauthenticated
 from lakeward.sqlstate import writer
 
@@ -41,6 +42,7 @@ class Session:
     session_id: str
     csrf: str
     expires: float
+    issued: float = 0.0  # absent from tokens made before it was kept: as old as can be
 
 
 def _b64(data: bytes) -> str:
@@ -70,10 +72,21 @@ class RevokedSessions:
         except IntegrityError:
             pass  # another process revoked the same session at the same moment
 
-    def contains(self, session_id: str) -> bool:
-        table = revoked_sessions
+    def end_all(self, user: str, now: float) -> None:
+        """End every session of ``user`` issued until now (their password was reset)."""
+        table = session_cutoffs
+        with writer(self._engine).begin() as conn:
+            conn.execute(delete(table).where(table.c.user == user))
+            conn.execute(insert(table).values(user=user, since=now))
+
+    def ended(self, session: Session) -> bool:
+        """Signed out, or issued before its user's sessions were all ended."""
+        revoked, cutoffs = revoked_sessions, session_cutoffs
         with self._engine.connect() as conn:
-            found = conn.execute(select(exists().where(table.c.session_id == session_id)))
+            found = conn.execute(select(
+                exists().where(revoked.c.session_id == session.session_id)
+                | exists().where(cutoffs.c.user == session.user, cutoffs.c.since >= session.issued)
+            ))  # fmt: skip
             return bool(found.scalar())
 
 
@@ -91,7 +104,7 @@ class Sessions:
     def issue(self, user: str, now: float | None = None) -> tuple[str, Session]:
         now = time.time() if now is None else now
         session = Session(
-            user, secrets.token_urlsafe(16), secrets.token_urlsafe(24), now + self.lifetime
+            user, secrets.token_urlsafe(16), secrets.token_urlsafe(24), now + self.lifetime, now
         )
         payload = _b64(json.dumps(session.__dict__, separators=(",", ":")).encode())
         return f"{payload}.{self._sign(payload)}", session
@@ -115,7 +128,7 @@ class Sessions:
             raise Unauthenticated("the session has expired; sign in again")
         with self._lock:
             revoked = session.session_id in self._revoked
-        if revoked or (self._store is not None and self._store.contains(session.session_id)):
+        if revoked or (self._store is not None and self._store.ended(session)):
             raise Unauthenticated("the session has ended; sign in again")
         return session
 

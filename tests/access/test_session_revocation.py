@@ -14,7 +14,13 @@ from sqlalchemy import select
 from lakeward import sqlstate
 from lakeward.access import schema
 from lakeward.access.control import AccessControl
-from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, RevokedSessions, Sessions
+from lakeward.access.sessions import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    RevokedSessions,
+    Session,
+    Sessions,
+)
 from lakeward.config import Settings, load_settings
 from lakeward.errors import Unauthenticated
 from lakeward.http.app import create_app
@@ -90,6 +96,39 @@ def test_a_version_1_database_gains_the_table(tmp_path: Path) -> None:
     sqlstate.migrate(engine, schema.COMPONENT, schema.MIGRATIONS[:1], label="access")
     assert schema.migrate(engine) == 1
     revoked = RevokedSessions(engine)
-    revoked.add("s1", time.time() + 60, time.time())
-    assert revoked.contains("s1") and not revoked.contains("s2")
+    now = time.time()
+    revoked.add("s1", now + 60, now)
+    assert revoked.ended(Session("ana", "s1", "c", now + 60, now))
+    assert not revoked.ended(Session("ana", "s2", "c", now + 60, now))
     engine.dispose()
+
+
+def test_a_password_reset_ends_the_users_sessions(settings: Settings) -> None:
+    """The sessions of a user whose password was reset (say, after it leaked) end at once,
+    in every server process; other users' do not, and the new password signs in."""
+    from lakeward.access.iam import IamService
+
+    access = AccessControl(settings)
+    access.principals.create_user("carl", password=PASSWORD)
+    with server(settings) as first, server(settings) as other:
+        carl = first.post("/auth/login", json={"username": "carl", "password": PASSWORD})
+        ana = other.post("/auth/login", json={"username": "ana", "password": PASSWORD})
+        assert carl.status_code == ana.status_code == 200
+        carl_cookie, ana_cookie = carl.cookies[SESSION_COOKIE], ana.cookies[SESSION_COOKIE]
+        first.cookies.clear()
+        other.cookies.clear()
+        other.cookies.set(SESSION_COOKIE, carl_cookie)
+        assert other.get("/auth/whoami").json() == {"user": "carl"}
+
+        IamService(access).reset_password("carl", "A new passphrase, 2nd")
+
+        refused = other.get("/auth/whoami")
+        assert refused.status_code == 401 and "the session has ended" in refused.text
+        other.cookies.set(SESSION_COOKIE, ana_cookie)
+        assert other.get("/auth/whoami").json() == {"user": "ana"}
+        again = first.post(
+            "/auth/login", json={"username": "carl", "password": "A new passphrase, 2nd"}
+        )
+        assert again.status_code == 200
+        first.cookies.set(SESSION_COOKIE, again.cookies[SESSION_COOKIE])
+        assert first.get("/auth/whoami").json() == {"user": "carl"}
