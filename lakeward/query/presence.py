@@ -56,11 +56,16 @@ def orphan_reason(owner: str | None, cause: str = "stopped before it finished") 
 
 
 def end_process(store: Store, process: str, cause: str) -> list[str]:
-    """Forget a process known to be gone and fail its unfinished executions."""
+    """Forget a process known to be gone and fail its unfinished executions, naming the
+    cause (its supervisor knows how it ended)."""
     store.end_process(process)
-    return store.fail_orphans(
+    failed = store.fail_orphans(
         lambda owner: orphan_reason(owner, cause) if owner == process else orphan_reason(owner)
     )
+    # Another process may have found it gone first (the pid vanished while the supervisor
+    # was busy) and failed its executions without knowing how it ended: say it now.
+    store.reword_failures(process, orphan_reason(process), orphan_reason(process, cause))
+    return failed
 
 
 def _pid_alive(pid: int) -> bool:

@@ -306,6 +306,19 @@ class Store:
         with self._writer.begin() as conn:
             conn.execute(delete(processes).where(processes.c.id == process))
 
+    def reword_failures(self, owner: str, reason: str, better: str) -> None:
+        """Give the executions of ``owner`` that failed with ``reason`` the ``better`` one."""
+        with self._writer.begin() as conn:
+            conn.execute(
+                update(executions)
+                .where(
+                    executions.c.owner == owner,
+                    executions.c.state == QueryState.FAILED.value,
+                    executions.c.state_change_reason == reason,
+                )
+                .values(state_change_reason=better)
+            )
+
     def fail_orphans(self, reason_of: Callable[[str | None], str]) -> list[str]:
         """Fail every unfinished execution whose owner is no longer a live process.
 

@@ -313,6 +313,8 @@ def test_a_worker_killed_under_load_is_replaced_and_its_queries_fail_with_a_reas
 
 
 def test_the_background_services_run_once_for_all_workers(server: Settings) -> None:
+    # A spare is made once every worker serves again (an earlier test killed one).
+    wait_for(lambda: _supervisor_record(server)["spare"] is not None, 60, "the spare")
     supervisor = _supervisor_record(server)
     servers = [supervisor["supervisor"], *(w["pid"] for w in supervisor["workers"])]
     servers.append(supervisor["spare"])

@@ -105,6 +105,32 @@ def test_a_supervisor_ends_a_worker_with_the_cause(db: str | Path) -> None:
     store.engine.dispose()
 
 
+def test_the_cause_is_given_even_when_another_process_found_the_worker_gone_first(
+    db: str | Path,
+) -> None:
+    """A sibling's look can fail a dead worker's queries before its supervisor, which knows
+    how it ended, gets to them: the supervisor's cause still reaches the reason."""
+    store = Store(db)
+    pid = _dead_pid()
+    worker = f"{socket.gethostname()}:{pid}:w1"
+    store.register_process(worker, pid, socket.gethostname())
+    sibling = Presence(store, lambda _id: None, busy=lambda: False)
+    sibling.start()
+    try:
+        store.add_execution(_execution("q"), owner=worker)
+        assert sibling.reap() == ["q"]
+        assert end_process(store, worker, "was killed by signal 9") == []
+        failed = store.execution("q")
+        assert failed is not None and failed.state == QueryState.FAILED
+        assert failed.state_change_reason == (
+            f"the server process running the query (pid {pid} on {socket.gethostname()}) "
+            "was killed by signal 9; run it again"
+        )
+    finally:
+        sibling.close()
+        store.engine.dispose()
+
+
 def test_a_version_1_database_gains_owners(db: str | Path) -> None:
     engine = sqlstate.open_engine(db)
     sqlstate.migrate(engine, query_store.COMPONENT, query_store.MIGRATIONS[:1], label="query")
