@@ -68,7 +68,11 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
-def port_frees_within(host: str, port: int, seconds: float) -> bool:
+PORT_RELEASE_SECONDS = 10.0
+"""How long a port may stay held by a server process that was just killed."""
+
+
+def port_frees_within(host: str, port: int, seconds: float = PORT_RELEASE_SECONDS) -> bool:
     """Whether ``port`` is free now or within ``seconds``: a process just killed keeps
     its sockets until its last thread has exited, a moment after its leader shows as
     a zombie (a JVM's hundreds of threads take a while)."""

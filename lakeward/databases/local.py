@@ -39,7 +39,7 @@ class LocalServer:
         if self.running():
             return
         # A server just killed holds its port until its last thread is gone.
-        if not port_frees_within(LOCALHOST, self.port, 10.0):
+        if not port_frees_within(LOCALHOST, self.port):
             raise StackError(
                 f"port {self.port} on {LOCALHOST} is taken by another process; the "
                 f"{self.engine.server_name} server of {self.root.name} cannot start on it"

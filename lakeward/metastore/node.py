@@ -28,8 +28,6 @@ from lakeward.process import ManagedProcess, listens_on, port_frees_within
 from lakeward.storage.paths import catalog_uri, hadoop_conf, local_path, warehouse_uri
 
 DEFAULT_PORT = 9083
-# How long a port may stay held by a node that was just killed.
-PORT_RELEASE_SECONDS = 10.0
 WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
 
 LOG4J2 = """\
@@ -173,7 +171,7 @@ class MetastoreNode:
         self.process.wait_until(self.healthy, self.settings.metastore.start_timeout, "ready")
 
     def _check_port(self) -> None:
-        if not port_frees_within(self.bind_address, self.port, PORT_RELEASE_SECONDS):
+        if not port_frees_within(self.bind_address, self.port):
             raise StackError(
                 f"port {self.port} on {self.bind_address} is taken by another process; "
                 "choose another with metastore.port (or LAKEWARD_METASTORE__PORT)"
