@@ -57,6 +57,7 @@ install_stack() {
   timed venv install_venv "" "$VENV/.installed"
   timed topojson install_topojson
   timed plotly install_plotly_bundles
+  timed codemirror install_codemirror
 }
 
 install_java() {
@@ -210,6 +211,26 @@ EOF
     cp "$tmp/package/plotly-$part.min.js" "$PLOTLY_PARTS/$version/"
     rm -rf "$tmp/package"
   done
+  rm -rf "$tmp"
+}
+
+# The query editor's text box: CodeMirror 5 (SQL highlighting for Trino's dialect, bracket
+# matching, the completion list), plain scripts that need no bundler, from the npm registry.
+CODEMIRROR=lakeward/http/console/static/vendor/codemirror
+CODEMIRROR_VERSION=5.65.21
+install_codemirror() {
+  grep -qs "CodeMirror.version = \"$CODEMIRROR_VERSION\"" "$CODEMIRROR/codemirror.js" && return
+  command -v npm >/dev/null || apt_install npm
+  echo "dev.sh: installing CodeMirror $CODEMIRROR_VERSION for the console's query editor"
+  local tmp
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "codemirror@$CODEMIRROR_VERSION" >/dev/null \
+    && tar -xzf "codemirror-$CODEMIRROR_VERSION.tgz")
+  rm -rf "$CODEMIRROR" && mkdir -p "$CODEMIRROR"
+  cp "$tmp"/package/lib/codemirror.js "$tmp"/package/lib/codemirror.css \
+    "$tmp"/package/mode/sql/sql.js "$tmp"/package/addon/hint/show-hint.js \
+    "$tmp"/package/addon/hint/show-hint.css "$tmp"/package/addon/edit/matchbrackets.js \
+    "$tmp"/package/LICENSE "$CODEMIRROR"/
   rm -rf "$tmp"
 }
 

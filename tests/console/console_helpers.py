@@ -47,6 +47,17 @@ def sign_in(page: Any, base: str, user: str, password: str) -> None:
     assert page.locator(".signout .who").inner_text() == user
 
 
+def write_sql(page: Any, text: str) -> None:
+    """Replace the query editor's text as a user does: click in it, select all, paste."""
+    page.click(".sql-box .CodeMirror-lines")
+    page.keyboard.press("Control+A")
+    if text:
+        page.keyboard.insert_text(text)
+    else:
+        page.keyboard.press("Delete")
+    page.keyboard.press("Escape")  # closes the completion list the last word may have opened
+
+
 def screenshot(page: Any, name: str, tmp_path: Path) -> Path:
     """Save a screenshot as an artifact (or as a documentation image under make screenshots)."""
     folder = Path(os.environ.get("LAKEWARD_SCREENSHOTS") or tmp_path)
@@ -54,3 +65,27 @@ def screenshot(page: Any, name: str, tmp_path: Path) -> Path:
     path = folder / f"{name}.png"
     page.screenshot(path=str(path), full_page=False)
     return path
+
+
+# Whether any element but a scrolling table, the navigation, a chart's own drawing or the
+# editor's insides (which it clips) runs past the right edge of the window.
+OVERFLOW = """() => {
+  const width = document.documentElement.clientWidth;
+  const inside = (e) => e.closest(
+    'table.grid, header.top nav, .chart, .js-plotly-plot, pre, .CodeMirror *');
+  return Array.from(document.querySelectorAll('body *'))
+    .filter(e => !inside(e) && e.getBoundingClientRect().right > width + 1
+                 && getComputedStyle(e).visibility !== 'hidden' && e.offsetParent !== null)
+    .map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+              + (e.className && typeof e.className === 'string' ? '.' + e.className : ''))
+    .slice(0, 5);
+}"""
+
+
+def check_page(page: Any, width: int, name: str, tmp_path: Path, signed_in: bool = True) -> None:
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, name
+    assert page.evaluate(OVERFLOW) == [], name
+    if signed_in:
+        sign_out = page.locator("header .signout button").bounding_box()
+        assert sign_out is not None and sign_out["x"] + sign_out["width"] <= width, name
+    screenshot(page, f"{name}-{width}", tmp_path)

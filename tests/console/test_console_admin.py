@@ -24,7 +24,8 @@ from lakeward.erasure.requests import APPROVED, AWAITING_APPROVAL
 from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.http.app import create_app
 from lakeward.process import free_port
-from tests.console.console_helpers import screenshot, sign_in
+from tests.console.conftest import Offline
+from tests.console.console_helpers import check_page, screenshot, sign_in
 from tests.erasure.workflow_helpers import busiest_users, make_lake, smtp_server, workflow_settings
 
 DPO = "dpo_user"
@@ -326,6 +327,66 @@ def test_an_erasure_request_is_filed_followed_and_certified_in_the_console(
     assert page.locator("#erasure-requests").count() == 0  # the request's page, not the list
     page.goto(base + "/console/erasure")
     assert user in page.locator("#erasure-requests").inner_text()  # ids, not a count
+
+
+ADMIN_PAGES = {
+    "admin": "/console/admin",
+    "admin-users": "/console/admin/users",
+    "admin-groups": "/console/admin/groups",
+    "admin-policies": "/console/admin/policies",
+    "admin-secrets": "/console/admin/secrets",
+    "admin-audit": "/console/admin/audit",
+}
+
+
+@pytest.fixture(scope="module")
+def reported_request(small_stack: tuple[Settings, str, dict[str, str]]) -> str:
+    """A request awaiting approval, its report made, for a user the other tests leave alone."""
+    settings = small_stack[0]
+    flow = ErasureWorkflow(settings)
+    try:
+        created, _joined = flow.request(
+            [busiest_users(settings, 4)[3]], "dpo@example.com", reason="asked by mail"
+        )
+        flow.run_pending()
+        assert flow.store.get(created.id).state == AWAITING_APPROVAL
+        return created.id
+    finally:
+        flow.close()
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_administration_and_erasure_pages_fit_the_window(
+    browser: Any,
+    offline: Offline,
+    small_stack: tuple[Settings, str, dict[str, str]],
+    reported_request: str,
+    tmp_path: Path,
+    width: int,
+) -> None:
+    """The administrator's and the data-protection officer's pages at a phone's width and a
+    laptop's: nothing past the right edge, Sign out on screen, a screenshot of each."""
+    _settings, base, passwords = small_stack
+    context = browser.new_context(viewport={"width": width, "height": 844})
+    page = context.new_page()
+    page.route("**/*", offline.route)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    erasure_pages = {
+        "erasure": "/console/erasure",
+        "erasure-request": f"/console/erasure/{reported_request}",
+    }
+    try:
+        for user, pages in ((ADMIN, ADMIN_PAGES), (DPO, erasure_pages)):
+            sign_in(page, base, user, passwords[user])
+            for name, path in pages.items():
+                response = page.goto(base + path)
+                assert response is not None and response.status == 200, name
+                check_page(page, width, name, tmp_path)
+            page.click("button:text('Sign out')")
+    finally:
+        context.close()
+    assert errors == [] and offline.blocked == []
 
 
 def test_unknown_pages_and_api_docs_offline(

@@ -20,7 +20,13 @@ from playwright.sync_api import expect
 
 from lakeward.config import Settings
 from tests.console.conftest import Offline
-from tests.console.console_helpers import password_of, screenshot, server_url, sign_in
+from tests.console.console_helpers import (
+    password_of,
+    screenshot,
+    server_url,
+    sign_in,
+    write_sql,
+)
 from tests.helpers import lakeward
 
 pytestmark = pytest.mark.spark
@@ -210,8 +216,8 @@ def test_a_dataset_made_with_the_pickers(de_page: Any, stack: Settings, tmp_path
 def test_query_editor_runs_and_pages(de_page: Any, stack: Settings, tmp_path: Path) -> None:
     page, base = de_page, server_url(stack)
     page.goto(base + "/console/query")
-    page.fill(
-        "#sql",
+    write_sql(
+        page,
         'SELECT country, "date", confirmed, deaths FROM covid_cases\n'
         "WHERE country = 'Italy' AND province_state IS NULL\nORDER BY \"date\" LIMIT 120",
     )
@@ -269,7 +275,7 @@ def test_a_query_result_charted_from_the_editor(
     page, base = de_page, server_url(stack)
     suffix = uuid.uuid4().hex[:6]
     page.goto(base + "/console/query")
-    page.fill("#sql", "SHOW TABLES")
+    write_sql(page, "SHOW TABLES")
     page.click("#run")
     page.wait_for_selector(".status.ok", timeout=60_000)
     assert page.locator("#chart-result").is_hidden()  # only a SELECT's result is charted
@@ -278,7 +284,7 @@ def test_a_query_result_charted_from_the_editor(
         "WHERE \"date\" = DATE '2020-09-10' AND country IN ('Italy', 'Spain', 'Germany')\n"
         "GROUP BY country"
     )
-    page.fill("#sql", sql)
+    write_sql(page, sql)
     page.click("#run")
     page.wait_for_selector(".status.ok", timeout=60_000)
     page.click("#chart-result")
@@ -318,16 +324,77 @@ def test_schema_browser_and_completion(de_page: Any, stack: Settings, tmp_path: 
     table.locator("summary").click()
     assert "country" in table.locator("li a").all_inner_texts()
     # Completion: table names, then column names, as they are typed.
-    page.fill("#sql", "")
-    page.locator("#sql").press_sequentially("SELECT coun")
-    expect(page.locator("#completions li").first).to_have_text("country")
+    write_sql(page, "")
+    hints = page.locator(".CodeMirror-hints li")
+    page.keyboard.type("SELECT coun")
+    expect(hints.first).to_have_text("country")
     page.keyboard.press("Tab")
-    page.locator("#sql").press_sequentially(" FROM covid_ca")
-    expect(page.locator("#completions li").first).to_have_text("covid_cases")
+    page.keyboard.type(" FROM covid_ca")
+    expect(hints.first).to_have_text("covid_cases")
     screenshot(page, "query-completion", tmp_path)
     page.keyboard.press("Enter")
     assert page.locator("#sql").input_value() == "SELECT country FROM covid_cases"
-    assert page.locator("#completions").is_hidden()
+    expect(page.locator(".CodeMirror-hints")).to_have_count(0)
+
+
+def test_the_editor_highlights_indents_and_runs_on_ctrl_enter(
+    de_page: Any, stack: Settings
+) -> None:
+    page, base = de_page, server_url(stack)
+    page.goto(base + "/console/query")
+    write_sql(page, "")
+    page.keyboard.type("SELECT country FROM covid_cases")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")  # Tab indents (two spaces), in place of leaving the editor
+    page.keyboard.type("WHERE country = 'Italy' LIMIT 5")
+    page.keyboard.press("Escape")
+    text = "SELECT country FROM covid_cases\n  WHERE country = 'Italy' LIMIT 5"
+    assert page.locator("#sql").input_value() == text
+    # Keywords, strings and numbers each in their own style, as Trino's grammar has them.
+    code = page.locator(".sql-box .CodeMirror-code")
+    assert code.locator(".cm-keyword").all_inner_texts() == ["SELECT", "FROM", "WHERE", "LIMIT"]
+    assert code.locator(".cm-string").all_inner_texts() == ["'Italy'"]
+    assert code.locator(".cm-number").all_inner_texts() == ["5"]
+    page.keyboard.press("Control+Enter")
+    page.wait_for_selector(".status.ok", timeout=60_000)
+    assert page.locator("#result-table tbody td").all_inner_texts() == ["Italy"] * 5
+
+
+def test_query_tabs_keep_their_text_and_results(de_page: Any, stack: Settings) -> None:
+    page, base = de_page, server_url(stack)
+    page.goto(base + "/console/query")
+    first = page.locator(".query-tab.active [role=tab]").inner_text()
+    write_sql(page, "SELECT 'first' AS tab")
+    page.click("#run")
+    page.wait_for_selector(".status.ok", timeout=60_000)
+
+    page.click("#new-tab")
+    second = page.locator(".query-tab.active [role=tab]").inner_text()
+    assert second != first and page.locator("#sql").input_value() == ""
+    assert page.locator("#results").is_hidden()
+    write_sql(page, "SELECT 'second' AS tab")
+    page.click("#run")
+    expect(page.locator("#result-table tbody td")).to_have_text(["second"], timeout=60_000)
+
+    # Each tab keeps its text and shows its own last result, after a reload as well.
+    page.click(f".query-tab [role=tab]:text-is('{first}')")
+    assert page.locator("#sql").input_value() == "SELECT 'first' AS tab"
+    expect(page.locator("#result-table tbody td")).to_have_text(["first"], timeout=30_000)
+    page.reload()
+    expect(page.locator(".query-tab.active [role=tab]")).to_have_text(first)
+    assert page.locator("#sql").input_value() == "SELECT 'first' AS tab"
+    expect(page.locator("#result-table tbody td")).to_have_text(["first"], timeout=30_000)
+
+    # A run opened from the history comes into the tab that holds it.
+    page.locator(".history li a", has_text="SELECT 'second' AS tab").first.click()
+    expect(page.locator(".query-tab.active [role=tab]")).to_have_text(second)
+    expect(page.locator("#result-table tbody td")).to_have_text(["second"], timeout=30_000)
+
+    # Closing a tab leaves the others as they were.
+    page.get_by_role("button", name=f"Close {second}").click()
+    expect(page.locator(".query-tab [role=tab]")).to_have_text([first])
+    assert page.locator("#sql").input_value() == "SELECT 'first' AS tab"
 
 
 def test_the_schema_browser_shows_a_new_view_without_a_reload(
@@ -343,14 +410,14 @@ def test_the_schema_browser_shows_a_new_view_without_a_reload(
         entry = page.locator(
             "#schema .schema-table", has=page.locator(f"summary a:text-is('{name}')")
         )
-        page.fill("#sql", f"CREATE VIEW {name} AS SELECT country, deaths FROM covid_deaths")
+        write_sql(page, f"CREATE VIEW {name} AS SELECT country, deaths FROM covid_deaths")
         page.click("#run")
         page.wait_for_selector(".status.ok", timeout=60_000)
         # Listed, marked as a view, and the editor still holds the statement.
         expect(entry).to_have_count(1, timeout=15_000)
         expect(entry.locator(".tag")).to_have_text("view")
         assert page.locator("#sql").input_value().startswith(f"CREATE VIEW {name}")
-        page.fill("#sql", f"DROP VIEW {name}")
+        write_sql(page, f"DROP VIEW {name}")
         page.click("#run")
         expect(entry).to_have_count(0, timeout=60_000)
     finally:
@@ -361,8 +428,8 @@ def test_the_schema_browser_shows_a_new_view_without_a_reload(
 def test_result_numbers_are_grouped_with_every_digit(de_page: Any, stack: Settings) -> None:
     page, base = de_page, server_url(stack)
     page.goto(base + "/console/query")
-    page.fill(
-        "#sql",
+    write_sql(
+        page,
         "SELECT sum(deaths) AS deaths, DECIMAL '12345678901234567890.25' AS big, 0.5 AS half, "
         "'1234' AS text FROM covid_deaths WHERE country = 'Italy' AND date = DATE '2020-09-10'",
     )
@@ -378,7 +445,7 @@ def test_result_numbers_are_grouped_with_every_digit(de_page: Any, stack: Settin
 def test_sql_errors_in_athenas_words(de_page: Any, stack: Settings) -> None:
     page, base = de_page, server_url(stack)
     page.goto(base + "/console/query")
-    page.fill("#sql", "SELECT no_such_column FROM covid_cases")
+    write_sql(page, "SELECT no_such_column FROM covid_cases")
     page.click("#run")
     page.wait_for_selector(".status.failed", timeout=60_000)
     worded = "COLUMN_NOT_FOUND: line 1:8: Column 'no_such_column' cannot be resolved"
@@ -411,7 +478,7 @@ def test_sql_errors_in_athenas_words(de_page: Any, stack: Settings) -> None:
 def test_a_running_query_is_cancelled(de_page: Any, stack: Settings) -> None:
     page, base = de_page, server_url(stack)
     page.goto(base + "/console/query")
-    page.fill("#sql", "SELECT count(*) FROM covid_cases a CROSS JOIN covid_cases b")
+    write_sql(page, "SELECT count(*) FROM covid_cases a CROSS JOIN covid_cases b")
     page.click("#run")
     expect(page.locator("#status")).to_have_text(re.compile("RUNNING"), timeout=60_000)
     page.click("#cancel")

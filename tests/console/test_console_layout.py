@@ -11,7 +11,7 @@ import pytest
 
 from lakeward.config import Settings
 from tests.console.conftest import Offline
-from tests.console.console_helpers import password_of, screenshot, server_url, sign_in
+from tests.console.console_helpers import check_page, password_of, server_url, sign_in
 
 pytestmark = pytest.mark.spark
 
@@ -30,27 +30,6 @@ PAGES = {
     "analysis-new": "/console/analyses/new/covid-19",
     "not-found": "/console/no-such-page",
 }
-# Whether any element but a scrolling table, the navigation or a chart's own drawing runs
-# past the right edge of the window.
-OVERFLOW = """() => {
-  const width = document.documentElement.clientWidth;
-  const inside = (e) => e.closest('table.grid, header.top nav, .chart, .js-plotly-plot, pre');
-  return Array.from(document.querySelectorAll('body *'))
-    .filter(e => !inside(e) && e.getBoundingClientRect().right > width + 1
-                 && getComputedStyle(e).visibility !== 'hidden' && e.offsetParent !== null)
-    .map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
-              + (e.className && typeof e.className === 'string' ? '.' + e.className : ''))
-    .slice(0, 5);
-}"""
-
-
-def check_page(page: Any, width: int, name: str, tmp_path: Path, signed_in: bool = True) -> None:
-    assert page.evaluate("document.documentElement.scrollWidth") <= width, name
-    assert page.evaluate(OVERFLOW) == [], name
-    if signed_in:
-        sign_out = page.locator("header .signout button").bounding_box()
-        assert sign_out is not None and sign_out["x"] + sign_out["width"] <= width, name
-    screenshot(page, f"{name}-{width}", tmp_path)
 
 
 @pytest.mark.parametrize("width", [390, 1280])
@@ -75,7 +54,7 @@ def test_every_page_fits_the_window(
                     box = chart.bounding_box()
                     assert box is not None and box["width"] <= width and box["height"] >= 250
             if name == "query":
-                editor = page.locator("#sql").bounding_box()
+                editor = page.locator(".sql-box .CodeMirror").bounding_box()
                 run = page.locator("#run").bounding_box()
                 assert editor is not None and editor["width"] >= min(width - 40, 600)
                 assert run is not None and run["x"] + run["width"] <= width

@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from lakeward.config import Settings
 from tests.console.conftest import Offline
-from tests.console.console_helpers import password_of, server_url, sign_in
+from tests.console.console_helpers import password_of, server_url, sign_in, write_sql
 from tests.helpers import lakeward
 
 pytestmark = pytest.mark.spark
@@ -147,7 +147,7 @@ def test_the_salesperson_is_refused(page: Any, stack: Settings) -> None:
     assert status == 403
     # And the query editor cannot read the tables either.
     page.goto(base + "/console/query")
-    page.fill("#sql", "SELECT count(*) FROM covid_cases")
+    write_sql(page, "SELECT count(*) FROM covid_cases")
     page.click("#run")
     page.wait_for_selector(".status.failed")
     assert "not authorized" in page.locator("#status").inner_text()
@@ -207,7 +207,7 @@ def test_markup_in_names_and_values_is_shown_as_text(page: Any, stack: Settings)
     sign_in(page, base, "de_user", password_of(stack, "DataEngineerUserCreds"))
     # A saved query's name...
     page.goto(base + "/console/query")
-    page.fill("#sql", "SELECT 1")
+    write_sql(page, "SELECT 1")
     page.click("details.save summary")
     page.fill("#save-form input[name=name]", MARKUP)
     page.click("#save-form button[type=submit]")

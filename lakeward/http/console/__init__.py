@@ -6,8 +6,9 @@ the navigation only for principals whose policies allow them; the routes
 check again, so guessing a URL gains nothing.
 
 Nothing is fetched from the internet: plotly.js is served from the ``plotly``
-package and the world topology from ``static/vendor/topojson`` (installed at
-setup by ``dev.sh``, see docs/console.md).
+package, the world topology from ``static/vendor/topojson`` and the editor's
+CodeMirror from ``static/vendor/codemirror`` (installed at setup by ``dev.sh``, see
+docs/console.md).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from lakeward.query.service import QueryService
 
 PLOTLY_JS = plotly.full_bundle()
 TOPOJSON = STATIC / "vendor" / "topojson"
+CODEMIRROR = STATIC / "vendor" / "codemirror"
 
 
 def install_console(
@@ -85,8 +87,10 @@ def install_console(
 
     scripts = {path.name: path for path in STATIC.glob("*.*")}
     bundles = {plotly.FULL: PLOTLY_JS, **plotly.partial_bundles()}
-    assets = Assets(PREFIX, {**scripts, **bundles}, {"topojson": TOPOJSON})
+    folders = {"topojson": TOPOJSON, "codemirror": CODEMIRROR}
+    assets = Assets(PREFIX, {**scripts, **bundles}, folders)
     console.env.globals["asset_url"] = assets.url
+    console.env.globals["has_asset"] = assets.known
 
     def plotly_url(spec: AnalysisSpec) -> str:
         types = {v.type for sheet in spec.sheets for v in sheet.visuals}

@@ -73,11 +73,12 @@ def query_router(console: Console, service: QueryService) -> APIRouter:
         request: Request, session: Signed, saved: str = "", sql: str = "", execution: str = ""
     ) -> HTMLResponse:
         console.access.authorize(NAV.action, NAV.resource)
-        text = sql
+        text, database, shown = sql, "default", ""
         if saved:
             text = service.get_named_query(saved).query
         elif execution:
-            text = service.get_query_execution(execution).query
+            past = service.get_query_execution(execution)
+            text, database, shown = past.query, past.database, past.id
         ids, _ = service.list_named_queries(DEFAULT_WORKGROUP, max_results=50)
         named = [service.get_named_query(i) for i in ids]
         return console.render(
@@ -87,6 +88,8 @@ def query_router(console: Console, service: QueryService) -> APIRouter:
             title="Query editor",
             page=NAV.key,
             sql=text,
+            database=database,
+            execution=shown,
             history=history(),
             saved=sorted(named, key=lambda n: n.name.lower()),
             page_size=PAGE_SIZE,

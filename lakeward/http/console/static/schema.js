@@ -1,23 +1,17 @@
 // The query editor's schema browser and name completion, from the tables the user may query.
 "use strict";
 (function () {
-  const sql = document.getElementById("sql");
+  const editor = window.lakeward.editor;
   const box = document.getElementById("schema");
-  const list = document.getElementById("completions");
   const database = document.getElementById("database");
   const catalog = box.dataset.catalog;
   const KEYWORDS = ["SELECT", "FROM", "WHERE", "GROUP BY", "ORDER BY", "LIMIT", "HAVING", "JOIN",
     "LEFT JOIN", "ON", "AS", "AND", "OR", "NOT", "IN", "IS NULL", "IS NOT NULL", "BETWEEN", "LIKE",
     "DISTINCT", "COUNT", "SUM", "AVG", "MIN", "MAX", "CAST", "DATE", "WITH", "UNION ALL", "DESC", "ASC"];
   let names = KEYWORDS.slice();  // completion candidates: tables, then columns, then keywords
-  let shown = [];
-  let active = 0;
+  editor.completeFrom(function () { return names; });
 
-  function insert(text) {
-    const start = sql.selectionStart;
-    sql.setRangeText(text, start, sql.selectionEnd, "end");
-    sql.focus();
-  }
+  function insert(text) { editor.insert(text); }
 
   function tableItem(table) {
     const item = document.createElement("details");
@@ -72,64 +66,6 @@
     names = tables.concat(columns, KEYWORDS);
   }
 
-  // -- completion ----------------------------------------------------------------
-
-  function word() {
-    const before = sql.value.slice(0, sql.selectionStart);
-    const match = /[A-Za-z_][A-Za-z0-9_]*$/.exec(before);
-    return match ? match[0] : "";
-  }
-
-  function close() { list.hidden = true; shown = []; }
-
-  function render() {
-    list.replaceChildren.apply(list, shown.map(function (name, index) {
-      const item = document.createElement("li");
-      item.textContent = name;
-      item.setAttribute("role", "option");
-      item.className = index === active ? "active" : "";
-      item.addEventListener("mousedown", function (event) { event.preventDefault(); take(index); });
-      return item;
-    }));
-    list.hidden = shown.length === 0;
-  }
-
-  function suggest() {
-    const prefix = word().toLowerCase();
-    if (!prefix) { close(); return; }
-    shown = names.filter(function (n) {
-      return n.toLowerCase().startsWith(prefix) && n.toLowerCase() !== prefix;
-    }).slice(0, 8);
-    active = 0;
-    render();
-  }
-
-  function take(index) {
-    const prefix = word();
-    const start = sql.selectionStart - prefix.length;
-    sql.setRangeText(shown[index], start, sql.selectionStart, "end");
-    close();
-    sql.focus();
-  }
-
-  sql.addEventListener("input", suggest);
-  sql.addEventListener("blur", close);
-  // Capture: the completion takes Enter and Tab before the editor's own keys do.
-  sql.addEventListener("keydown", function (event) {
-    if (list.hidden || event.ctrlKey || event.metaKey) { return; }
-    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
-      active = (active + (event.key === "ArrowDown" ? 1 : shown.length - 1)) % shown.length;
-      render();
-    } else if (event.key === "Tab" || event.key === "Enter") {
-      take(active);
-    } else if (event.key === "Escape") {
-      close();
-    } else {
-      return;
-    }
-    event.preventDefault();
-    event.stopImmediatePropagation();
-  }, true);
   database.addEventListener("change", function () { load().catch(function () {}); });
   // A statement that made, changed or dropped a table or view: the browser shows it now,
   // without a reload that would clear the editor.
