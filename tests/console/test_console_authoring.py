@@ -235,6 +235,13 @@ def test_top_ten_bar_chart_edited_published_and_taken_back(
     confirmed(page, lambda: page.click("button:text('Delete')"))
     assert f"dataset {dataset_id} deleted" in page.locator(".flash.done").inner_text()
     assert page.locator(f"a[href$='/datasets/{dataset_id}']").count() == 0
+    # Their old addresses: not found, with no request for a policy.
+    for path in (f"dashboards/{analysis_id}", f"analyses/{analysis_id}", f"datasets/{dataset_id}"):
+        response = page.goto(f"{base}/console/{path}")
+        assert response is not None and response.status == 404, path
+        assert page.locator("h1").inner_text() == "Not found"
+        assert "not shared with you" in page.locator(".flash.error").inner_text()
+        assert "administrator" not in page.locator(".next-step").inner_text()
 
 
 SEED = """() => Object.fromEntries(Array.from(document.querySelectorAll('.visual')).map(v => [

@@ -27,6 +27,7 @@ PAGES = {
     "table": "/console/catalogs/demo_hive_metastore/default/covid_cases",
     "dataset": "/console/datasets/covid-19",
     "dataset-new": "/console/datasets/new",
+    "dataset-edit": "/console/datasets/covid-19/edit",
     "analysis-new": "/console/analyses/new/covid-19",
     "not-found": "/console/no-such-page",
 }
@@ -59,6 +60,20 @@ def test_every_page_fits_the_window(
                 assert editor is not None and editor["width"] >= min(width - 40, 600)
                 assert run is not None and run["x"] + run["width"] <= width
             check_page(page, width, name, tmp_path)
+        # An analysis of one's own (its page has the visual and sharing forms), then gone.
+        page.goto(base + PAGES["analysis-new"])
+        page.fill("input[name=name]", f"Layout at {width} px")
+        page.select_option("select[name=type]", "bar")
+        page.select_option("select[name=x]", "country")
+        page.select_option("select[name=y]", "deaths")
+        page.click("text=Create analysis")
+        page.wait_for_url("**/console/analyses/layout-at-*")
+        page.wait_for_selector("body[data-charts=ready]", timeout=60_000)
+        check_page(page, width, "analysis", tmp_path)
+        page.click("summary:text('Rename or delete the analysis')")
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("button:text('Delete analysis')")
+        assert "deleted" in page.locator(".flash.done").inner_text()
     finally:
         context.close()
     assert errors == [] and offline.blocked == []

@@ -126,18 +126,23 @@ def test_the_salesperson_is_refused(page: Any, stack: Settings) -> None:
     assert page.locator("td.empty").inner_text() == "No database you may use in this catalog."
     page.goto(base + "/console/catalogs/demo_hive_metastore/default")
     assert page.locator("table.tables td a").count() == 0
+    # A dashboard, analysis or dataset not shared with them is, on its page, not there (its
+    # existence not told); a table of a catalog they may not use is refused by name.
     for path in (
         "/console/dashboards/covid-19-cases",
         "/console/datasets/covid-19",
         "/console/analyses/covid-19-cases",
-        "/console/catalogs/demo_hive_metastore/default/covid_cases",
     ):
         response = page.goto(base + path)
-        assert response.status == 403, path
-        assert "not authorized" in page.locator(".flash.error").inner_text() or "may not" in (
-            page.locator(".flash.error").inner_text()
-        )
+        assert response.status == 404, path
+        assert "or it is not shared with you" in page.locator(".flash.error").inner_text()
         assert "Confirmed" not in page.content()
+    response = page.goto(base + "/console/catalogs/demo_hive_metastore/default/covid_cases")
+    assert response.status == 403
+    assert "not authorized" in page.locator(".flash.error").inner_text() or "may not" in (
+        page.locator(".flash.error").inner_text()
+    )
+    assert "Confirmed" not in page.content()
     page.goto(base + "/console/dashboards")  # (other tests may share dashboards with them)
     assert page.locator(".card", has_text="COVID-19 cases").count() == 0
     # The chart data API refuses too, from the salesperson's own session.

@@ -17,7 +17,7 @@ from lakeward.access.sessions import Session
 from lakeward.bi.service import BiService
 from lakeward.errors import LakewardError
 from lakeward.http.console.base import PREFIX, Console, redirect, signed_in
-from lakeward.http.console.bi import DATASETS, bi_of
+from lakeward.http.console.bi import DATASETS, bi_of, unseen_as_missing
 from lakeward.http.console.forms import (
     FIELD_OPS,
     dataset_spec_from,
@@ -82,7 +82,8 @@ def authoring_router(console: Console) -> APIRouter:
 
     @router.get("/datasets/{dataset_id}/edit")
     def edit_dataset(request: Request, dataset_id: str, session: Signed, bi: Bi) -> HTMLResponse:
-        found = bi.get_dataset(session.user, dataset_id)
+        with unseen_as_missing("dataset", dataset_id):
+            found = bi.get_dataset(session.user, dataset_id)
         values, ops = dataset_values(found.spec)
         return editor(request, session, bi, dataset_id, values={"id": dataset_id, **values},
                       ops=ops)  # fmt: skip

@@ -7,6 +7,8 @@ the service's own models; charts are drawn in the browser by static/charts.js
 from the series that ``/api/bi`` computes.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -14,10 +16,10 @@ from fastapi.responses import HTMLResponse, Response
 
 from lakeward.access.arns import catalog_arn, quicksight_arn
 from lakeward.access.sessions import Session
-from lakeward.bi.model import AnalysisSpec, Filter, Kind
+from lakeward.bi.model import KIND_NAMES, AnalysisSpec, Filter, Kind
 from lakeward.bi.permissions import NOUNS
 from lakeward.bi.service import BiService
-from lakeward.errors import InvalidRequest, LakewardError, ResourceNotFound
+from lakeward.errors import AccessDenied, InvalidRequest, LakewardError, ResourceNotFound
 from lakeward.http.console.base import PREFIX, Console, NavItem, redirect, signed_in
 from lakeward.http.console.forms import (
     FIELD_OPS,
@@ -61,6 +63,21 @@ def bi_of(request: Request) -> BiService:
     return service
 
 
+@contextmanager
+def unseen_as_missing(kind: Kind, object_id: str) -> Iterator[None]:
+    """A dashboard, analysis or dataset the user may not open is, on its page, one that is
+    not there, as a code host answers for a private repository: the page neither tells
+    whether it exists nor asks an administrator for a policy, but says who can open it.
+    The refusal is audited as before, and the API still answers AccessDenied."""
+    try:
+        yield
+    except AccessDenied as refused:
+        raise ResourceNotFound(
+            f"There is no {KIND_NAMES[kind]} {object_id}, or it is not shared with you: "
+            f"its owner can share it"
+        ) from refused
+
+
 def bi_router(console: Console) -> APIRouter:
     router = APIRouter(prefix=PREFIX, include_in_schema=False)
     Signed = Annotated[Session, Depends(signed_in(console))]
@@ -82,7 +99,8 @@ def bi_router(console: Console) -> APIRouter:
 
     @router.get("/dashboards/{dashboard_id}")
     def dashboard(request: Request, dashboard_id: str, session: Signed, bi: Bi) -> HTMLResponse:
-        found = bi.get_dashboard(session.user, dashboard_id)
+        with unseen_as_missing("dashboard", dashboard_id):
+            found = bi.get_dashboard(session.user, dashboard_id)
         owner, shares = bi.get_permissions(session.user, "dashboard", dashboard_id)
         may = bi.may(session.user, "dashboard", dashboard_id, owner)
         return console.render(
@@ -107,7 +125,8 @@ def bi_router(console: Console) -> APIRouter:
 
     @router.get("/analyses/{analysis_id}")
     def analysis(request: Request, analysis_id: str, session: Signed, bi: Bi) -> HTMLResponse:
-        found = bi.get_analysis(session.user, analysis_id)
+        with unseen_as_missing("analysis", analysis_id):
+            found = bi.get_analysis(session.user, analysis_id)
         dataset = bi.get_dataset(session.user, found.spec.dataset_id)
         owner, shares = bi.get_permissions(session.user, "analysis", analysis_id)
         may = bi.may(session.user, "analysis", analysis_id, owner)
@@ -136,7 +155,8 @@ def bi_router(console: Console) -> APIRouter:
 
     @router.get("/analyses/new/{dataset_id}")
     def new_analysis(request: Request, dataset_id: str, session: Signed, bi: Bi) -> HTMLResponse:
-        dataset = bi.get_dataset(session.user, dataset_id)
+        with unseen_as_missing("dataset", dataset_id):
+            dataset = bi.get_dataset(session.user, dataset_id)
         return console.render(
             request,
             "analysis_new.html",
@@ -342,7 +362,8 @@ def bi_router(console: Console) -> APIRouter:
 
     @router.get("/datasets/{dataset_id}")
     def dataset(request: Request, dataset_id: str, session: Signed, bi: Bi) -> HTMLResponse:
-        found = bi.get_dataset(session.user, dataset_id)
+        with unseen_as_missing("dataset", dataset_id):
+            found = bi.get_dataset(session.user, dataset_id)
         preview = bi.preview_dataset(session.user, dataset_id, limit=20)
         owner, shares = bi.get_permissions(session.user, "dataset", dataset_id)
         return console.render(
