@@ -148,6 +148,22 @@ class SparkEngine(Engine):
         finally:
             context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
+    def change(self, execution_id: str, sql: str, tables: list[ResolvedTable]) -> None:
+        """Run a row-level DELETE or UPDATE of an Iceberg table: Spark's own, through
+        Iceberg's runtime, which rewrites the files it touches and commits as Iceberg's
+        HiveCatalog does (a new metadata file, swapped in under the metastore's lock)."""
+        _refuse_tables_read_otherwise(tables)
+        session = self.session
+        context = session.sparkContext
+        context.setJobGroup(execution_id, f"lakeward change {execution_id}", interruptOnCancel=True)
+        try:
+            self._refresh(tables)
+            session.sql(sql).collect()
+        except Exception as error:
+            raise QueryFailed(failure_reason(error)) from None
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
     def _refresh(self, tables: list[ResolvedTable]) -> None:
         """Forget what the session knows of the tables read: Spark keeps a table's list of
         files from one query to the next, and would not see files added since (an INSERT

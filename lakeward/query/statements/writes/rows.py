@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import sqlglot
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from sqlglot import exp
@@ -31,6 +32,7 @@ from lakeward.iceberg.commits import arrow_rows, commit_with_retries, replace_fi
 from lakeward.iceberg.schemas import table_columns
 from lakeward.metastore.tables import Column
 from lakeward.query.engines.base import EngineResult
+from lakeward.query.engines.spark import SparkEngine
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.queries import Statement, parse_query
@@ -80,6 +82,8 @@ class _RowLevel(Command):
         iceberg, table = open_for_change(context, ref, self.verb)
         columns = table_columns(table.schema())
         self._check(context, columns)
+        if context.group.engine == "spark":
+            return self._run_in_spark(context, iceberg, table, columns)
         projections = [*self._values(columns), '"$path"', f"{self._hit()} AS {_HIT}"]
         plan = context.plan(self._select(projections, where="true"))
         result = plan.engine.execute(context.execution.id, plan.sql, plan.tables, plan.limits)
@@ -104,6 +108,54 @@ class _RowLevel(Command):
             lambda t: replace_files(t, touched, replacement, self.verb),
         )
         return count_result(hits, result.bytes_scanned)
+
+    def _run_in_spark(
+        self, context: Context, iceberg: Catalog, table: Table, columns: list[Column]
+    ) -> EngineResult:
+        """In a Spark workgroup, Spark's own DELETE or UPDATE through Iceberg's runtime, its
+        condition and new values translated as a SELECT's are. The rows it changes are
+        counted on the snapshot it changed: the one read before, unless another writer
+        committed in between, when they are counted again on the snapshot Spark changed."""
+        before = table.current_snapshot()
+        if before is None:  # an empty table: nothing to change
+            return count_result(0, 0)
+        counting = context.plan(self._select(["count(*)"]))
+        engine = counting.engine
+        assert isinstance(engine, SparkEngine)
+        query = sqlglot.parse_one(counting.sql, read="spark")
+        target = query.args["from_"].this
+        assert isinstance(target, exp.Table)
+
+        def counted(snapshot: int) -> int:
+            target.set("version", exp.Version(
+                this="VERSION", kind="AS OF", expression=exp.Literal.number(snapshot)))  # fmt: skip
+            sql = query.sql(dialect="spark")
+            result = engine.execute(context.execution.id, sql, counting.tables, counting.limits)
+            return int(next(iter(result.batches)).column(0)[0].as_py())
+
+        hits = counted(before.snapshot_id)
+        if hits == 0:
+            return count_result(0, counting.scanned)
+        target.set("version", None)  # a change is made to the table as it is now
+        where = query.args.get("where")
+        if isinstance(self, Update):
+            valued = context.plan(self._select(self._set_values(columns)))
+            values = sqlglot.parse_one(valued.sql, read="spark").expressions
+            sets = [
+                exp.EQ(this=exp.column(name, quoted=True), expression=value.unalias())
+                for (name, _), value in zip(self.assignments, values, strict=True)
+            ]
+            change: exp.Expr = exp.Update(this=target, expressions=sets, where=where)
+        else:
+            change = exp.Delete(this=target, where=where)
+        if context.cancelled():
+            raise QueryCancelled("the query was cancelled")
+        engine.change(context.execution.id, change.sql(dialect="spark"), counting.tables)
+        after = iceberg.load_table((self.table.database, self.table.table)).current_snapshot()
+        changed_from = None if after is None else after.parent_snapshot_id
+        if changed_from is not None and changed_from != before.snapshot_id:
+            hits = counted(changed_from)
+        return count_result(hits, counting.scanned)
 
     def _check(self, context: Context, columns: list[Column]) -> None:
         """Refuse what the statement cannot do to these columns, before anything is read."""
@@ -143,6 +195,14 @@ class Update(_RowLevel):
                     f"{given.type} cannot be assigned to it"
                 )
 
+    def _set_values(self, columns: list[Column]) -> list[str]:
+        """Each assigned value, of its column's type."""
+        types = {c.name: c.type for c in columns}
+        return [
+            f"CAST(({expression}) AS {_trino_type(types[name])})"
+            for name, expression in self.assignments
+        ]
+
     def _values(self, columns: list[Column]) -> list[str]:
         setting = dict(self.assignments)
         values = []
@@ -150,12 +210,16 @@ class Update(_RowLevel):
             if column.name not in setting:
                 values.append(quote(column.name))
                 continue
-            kind = exp.DataType.build(column.type, dialect="hive").sql(dialect="trino")
+            kind = _trino_type(column.type)
             values.append(
                 f"CASE WHEN {self._hit()} THEN CAST(({setting[column.name]}) AS {kind}) "
                 f"ELSE {quote(column.name)} END AS {quote(column.name)}"
             )
         return values
+
+
+def _trino_type(hive_type: str) -> str:
+    return exp.DataType.build(hive_type, dialect="hive").sql(dialect="trino")
 
 
 def open_for_change(context: Context, ref: TableRef, verb: str) -> tuple[Catalog, Table]:
