@@ -84,8 +84,8 @@ def refuse_iceberg_otherwise(
     """Refuse, by name, what a workgroup whose engine is not DuckDB cannot answer as Athena
     would of Iceberg tables. Spark reads them through Iceberg's runtime (the snapshot the
     planner chose, by its id); its metadata tables have other columns than Trino's, and it
-    gives no ``"$path"`` or row places (which MERGE reads; DELETE and UPDATE are Spark's
-    own there, statements/writes/rows.py)."""
+    gives no ``"$path"`` or row places (DELETE, UPDATE and MERGE are Spark's own there:
+    statements/writes/rows.py and merge.py)."""
     found = [t for t in tables if t.iceberg is not None or t.rows is not None]
     if not found:
         return
@@ -104,9 +104,8 @@ def refuse_iceberg_otherwise(
     text = target._ast.sql(dialect="trino") if target._ast is not None else target.sql
     if '"$' in text or "__lakeward_" in text:
         raise InvalidRequest(
-            f"NOT_SUPPORTED: the hidden columns of Iceberg tables, and MERGE (which reads "
-            f"them), run in DuckDB workgroups only, not in workgroup {group.name}; use a "
-            f"DuckDB workgroup"
+            f"NOT_SUPPORTED: the hidden columns of Iceberg tables are read in DuckDB "
+            f"workgroups only, not in workgroup {group.name}; use a DuckDB workgroup"
         )
 
 

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import sqlglot
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
 from sqlglot import exp
 
 from lakeward.errors import InvalidRequest, QueryCancelled, QueryFailed
@@ -27,6 +30,7 @@ from lakeward.iceberg.schemas import table_columns
 from lakeward.metastore.tables import Column
 from lakeward.query.engines.base import EngineResult
 from lakeward.query.engines.duckdb.hidden import ROW_COLUMN
+from lakeward.query.engines.spark import SparkEngine
 from lakeward.query.model import StatementType, TableRef
 from lakeward.query.sql.names import Names
 from lakeward.query.sql.queries import Statement, parse_query
@@ -43,6 +47,7 @@ _INSERT = "__lakeward_insert"  # the NOT MATCHED clause a source row takes (0: n
 _SOURCE = "__lakeward_source"  # true on every source row: tells a match from no match
 _TARGET = "__lakeward_target"
 _INSERTED = "__lakeward_new_"
+_FILE, _POS, _PRESENT = "__lakeward_file", "__lakeward_pos", "__lakeward_present"  # Spark's count
 
 
 @dataclass
@@ -102,7 +107,9 @@ class Merge(Command):
         columns = table_columns(table.schema())
         self._name_inserted_values(columns)
         source_columns = self._source_columns(context)
-        self._check(context, columns, source_columns)
+        self._check(context, columns)
+        if context.group.engine == "spark":
+            return self._run_in_spark(context, iceberg, table, columns)
         t = quote(self.target_alias)
         present = f'{t}."$path" IS NOT NULL'
         matched = f"{present} AND {quote(self.source_alias)}.{_SOURCE} IS NOT NULL"
@@ -145,6 +152,109 @@ class Merge(Command):
             lambda t: replace_files(t, touched, replacement, "MERGE"),
         )
         return count_result(changed + new.num_rows, result.bytes_scanned)
+
+    def _run_in_spark(
+        self, context: Context, iceberg: Catalog, table: Table, columns: list[Column]
+    ) -> EngineResult:
+        """In a Spark workgroup, Spark's own MERGE through Iceberg's runtime, each condition
+        and value translated as a query's are. The pairs of rows the join makes are counted
+        first, on the snapshot read, with each target row's place (Iceberg's ``_file`` and
+        ``_pos``): a target row that more than one source row would change fails the
+        statement as Trino fails it, before anything is written."""
+        before = table.current_snapshot()
+        if before is None and not any(not w.matched for w in self.clauses):
+            return count_result(0, 0)
+        expressions = [w.condition or "true" for w in self.clauses]
+        for when in self.clauses:
+            given = dict(when.assignments)
+            if when.action == "UPDATE":
+                expressions += [_cast(given[c.name], c) for c in columns if c.name in given]
+            elif when.action == "INSERT":
+                expressions += [_cast(given.get(c.name, "NULL"), c) for c in columns]
+        plan = context.plan(self._select(expressions, star_source=True))
+        engine = plan.engine
+        assert isinstance(engine, SparkEngine)
+        query = sqlglot.parse_one(plan.sql, read="spark")
+        target = query.args["from_"].this
+        join = query.args["joins"][0]
+        source, on = join.this, join.args["on"]
+        target.set("version", None)  # a change is made to the table as it is now
+        unaliased = source.copy()
+        unaliased.set("alias", None)
+        translated = iter(e.unalias() for e in query.expressions)
+        conditions = [next(translated) for _ in self.clauses]
+        t, s = _spark_name(self.target_alias), _spark_name(self.source_alias)
+
+        def spark(expression: exp.Expr) -> str:
+            return expression.sql(dialect="spark")
+
+        whens: list[str] = []
+        matched_cases: list[str] = []
+        inserted_cases: list[str] = []
+        for number, (when, condition) in enumerate(zip(self.clauses, conditions, strict=True), 1):
+            test = f"coalesce(({spark(condition)}), false)"
+            if when.action == "UPDATE":
+                setting = [c for c in columns if c.name in dict(when.assignments)]
+                sets = ", ".join(
+                    f"{_spark_name(c.name)} = {spark(next(translated))}" for c in setting
+                )
+                whens.append(f"WHEN MATCHED AND {test} THEN UPDATE SET {sets}")
+            elif when.action == "DELETE":
+                whens.append(f"WHEN MATCHED AND {test} THEN DELETE")
+            else:
+                names = ", ".join(_spark_name(c.name) for c in columns)
+                values = ", ".join(spark(next(translated)) for _ in columns)
+                whens.append(f"WHEN NOT MATCHED AND {test} THEN INSERT ({names}) VALUES ({values})")
+            (matched_cases if when.matched else inserted_cases).append(f"WHEN {test} THEN {number}")
+        merge = f"MERGE INTO {spark(target)} USING {spark(source)} ON {spark(on)} {' '.join(whens)}"
+
+        def case(cases: list[str], applies: str) -> str:
+            """The number of the first clause that holds where ``applies`` (0: none)."""
+            if not cases:
+                return "0"
+            return f"CASE WHEN {applies} THEN CASE {' '.join(cases)} ELSE 0 END ELSE 0 END"
+
+        def counted(snapshot: int | None) -> tuple[int, int, int]:
+            """(target rows changed, rows inserted, the most source rows changing one target
+            row) at ``snapshot``."""
+            name = spark(exp.to_table(engine.iceberg_table_name(self.table), dialect="spark"))
+            version = "" if snapshot is None else f" VERSION AS OF {snapshot}"
+            matched = f"{t}.{_FILE} IS NOT NULL AND {s}.{_PRESENT} IS NOT NULL"
+            pairs = (
+                f"SELECT {t}.{_FILE}, {t}.{_POS}, "
+                f"{case(matched_cases, matched)} AS acting, "
+                f"{case(inserted_cases, f'{t}.{_FILE} IS NULL')} AS inserting "
+                f"FROM (SELECT *, _file AS {_FILE}, _pos AS {_POS} FROM {name}{version}) AS {t} "
+                f"FULL OUTER JOIN (SELECT *, true AS {_PRESENT} FROM {spark(unaliased)} "
+                f"AS {_SOURCE}) AS {s} ON {spark(on)}"
+            )
+            sql = (
+                f"SELECT count_if(acting > 0), count_if(inserting > 0), "
+                f"coalesce(max(CASE WHEN acting > 0 THEN n END), 0) FROM ("
+                f"SELECT *, count(CASE WHEN acting > 0 THEN 1 END) "
+                f"OVER (PARTITION BY {_FILE}, {_POS}) AS n FROM ({pairs}) AS pairs) AS counted"
+            )
+            result = engine.execute(context.execution.id, sql, plan.tables, plan.limits)
+            row = next(iter(result.batches)).to_pylist()[0]
+            acted, inserted, most = (int(v or 0) for v in row.values())
+            return acted, inserted, most
+
+        acted, inserted, most = counted(None if before is None else before.snapshot_id)
+        if most > 1:
+            raise QueryFailed(
+                "One MERGE target table row matched more than one source row: "
+                f"{self.table} is unchanged"
+            )
+        if acted + inserted == 0:
+            return count_result(0, plan.scanned)
+        if context.cancelled():
+            raise QueryCancelled("the query was cancelled")
+        engine.change(context.execution.id, merge, plan.tables)
+        after = iceberg.load_table((self.table.database, self.table.table)).current_snapshot()
+        changed_from = None if after is None else after.parent_snapshot_id
+        if before is not None and changed_from is not None and changed_from != before.snapshot_id:
+            acted, inserted, _ = counted(changed_from)
+        return count_result(acted + inserted, plan.scanned)
 
     def _matched_rows(
         self, rows: pa.Table, names: list[str], schema: pa.Schema
@@ -213,7 +323,7 @@ class Merge(Command):
         found, _ = context.planner.probe(context.run_, probe)
         return [c.name for c in found]
 
-    def _check(self, context: Context, columns: list[Column], source_columns: list[str]) -> None:
+    def _check(self, context: Context, columns: list[Column]) -> None:
         by_name = {c.name: c for c in columns}
         values = [(w, n, e) for w in self.clauses for n, e in w.assignments]
         for when, name, _ in values:
@@ -223,7 +333,7 @@ class Merge(Command):
                 )
         if not values:
             return
-        probe = self._select([f"({e})" for _, _, e in values], columns=source_columns)
+        probe = self._select([f"({e})" for _, _, e in values], star_source=True)
         found, _ = context.planner.probe(context.run_, probe)
         for (when, name, _), given in zip(values, found, strict=True):
             wanted = athena_type_of_hive(by_name[name].type).name
@@ -232,6 +342,10 @@ class Merge(Command):
                     f"MERGE {when.action}: column {name} is {wanted}, and a value of type "
                     f"{given.type} cannot be written to it"
                 )
+
+
+def _spark_name(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _case(clauses: list[tuple[int, str | None]], applies: str) -> str:
