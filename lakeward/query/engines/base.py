@@ -128,6 +128,12 @@ class Engine(ABC):
         through a catalog of its own."""
         return self.table_name(ref)
 
+    def rows_table_name(self, ref: TableRef, execution_id: str) -> str:
+        """How it names a table of rows in memory (an Iceberg metadata table), which the
+        engine registers for the execution: as any other, unless its registrations are
+        shared by concurrent executions."""
+        return self.table_name(ref)
+
     @abstractmethod
     def execute(
         self, execution_id: str, sql: str, tables: list[ResolvedTable], limits: Limits

@@ -124,8 +124,11 @@ class Planner:
             raise QueryFailed("stopped before the engine started")
         columns = {t.ref: [*t.columns, *t.partition_keys] for t in tables}
         iceberg = {t.ref: t.snapshot_id for t in tables if t.iceberg is not None}
+        in_memory = {t.ref for t in tables if t.rows is not None}
 
         def table_name(ref: TableRef) -> str:
+            if ref in in_memory:
+                return engine.rows_table_name(ref, run.execution.id)
             return engine.iceberg_table_name(ref) if ref in iceberg else engine.table_name(ref)
 
         snapshots = {ref: s for ref, s in iceberg.items() if s is not None}

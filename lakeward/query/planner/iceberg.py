@@ -83,9 +83,10 @@ def refuse_iceberg_otherwise(
 ) -> None:
     """Refuse, by name, what a workgroup whose engine is not DuckDB cannot answer as Athena
     would of Iceberg tables. Spark reads them through Iceberg's runtime (the snapshot the
-    planner chose, by its id); its metadata tables have other columns than Trino's, and it
-    gives no ``"$path"`` or row places (DELETE, UPDATE and MERGE are Spark's own there:
-    statements/writes/rows.py and merge.py)."""
+    planner chose, by its id), and their metadata tables as the rows lakeward reads them
+    (Spark's own have other columns than Trino's); it gives no ``"$path"`` or row places
+    (DELETE, UPDATE and MERGE are Spark's own there: statements/writes/rows.py and
+    merge.py)."""
     found = [t for t in tables if t.iceberg is not None or t.rows is not None]
     if not found:
         return
@@ -93,12 +94,6 @@ def refuse_iceberg_otherwise(
         raise InvalidRequest(
             f"{found[0].ref} is an Iceberg table, which workgroup {group.name}'s "
             f"{group.engine} engine does not read here; use a DuckDB workgroup"
-        )
-    metadata = next((t.ref for t in found if t.rows is not None), None)
-    if metadata is not None:
-        raise InvalidRequest(
-            f"NOT_SUPPORTED: the Iceberg metadata table {metadata} is read in DuckDB workgroups "
-            "only (Spark's has other columns than Athena's); use a DuckDB workgroup"
         )
     target = select.target
     text = target._ast.sql(dialect="trino") if target._ast is not None else target.sql

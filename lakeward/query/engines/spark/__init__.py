@@ -8,10 +8,12 @@ query runs in its own job group so that it can be cancelled.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import re
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -30,7 +32,8 @@ from lakeward.query.model import ColumnInfo, TableRef
 from lakeward.query.types import athena_type
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
 
 ICEBERG_CATALOG = "lakeward_iceberg"  # the session's catalog of the metastore's Iceberg tables
@@ -89,26 +92,24 @@ class SparkEngine(Engine):
         self.table_name(ref)  # the stack's own catalog only
         return f"`{ICEBERG_CATALOG}`.`{ref.database}`.`{ref.table}`"
 
+    def rows_table_name(self, ref: TableRef, execution_id: str) -> str:
+        return f"`{_rows_view(ref, execution_id)}`"
+
     def execute(
         self, execution_id: str, sql: str, tables: list[ResolvedTable], limits: Limits
     ) -> EngineResult:
-        _refuse_tables_read_otherwise(tables)
-        session = self.session
-        context = session.sparkContext
-        context.setJobGroup(execution_id, f"lakeward query {execution_id}", interruptOnCancel=True)
-        try:
-            self._refresh(tables)
-            frame = session.sql(sql)
-            batches: list[pa.RecordBatch] = frame._collect_as_arrow()
-        except Exception as error:
-            # The translation's own refusals, met by a value (query/translate/spark/'s guards),
-            # arrive wrapped in Java's exceptions: only their words are the user's business.
-            refusal = _REFUSAL.search(str(error))
-            if refusal is None:
-                raise
-            raise InvalidRequest(f"NOT_SUPPORTED: {refusal[0]}") from None
-        finally:
-            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        with self._job(execution_id, "query", tables) as session:
+            try:
+                frame = session.sql(sql)
+                batches: list[pa.RecordBatch] = frame._collect_as_arrow()
+            except Exception as error:
+                # The translation's own refusals, met by a value (query/translate/spark/'s
+                # guards), arrive wrapped in Java's exceptions: only their words are the
+                # user's business.
+                refusal = _REFUSAL.search(str(error))
+                if refusal is None:
+                    raise
+                raise InvalidRequest(f"NOT_SUPPORTED: {refusal[0]}") from None
         columns = [
             ColumnInfo(name=field.name, **athena_type(field.dataType.simpleString()))
             for field in frame.schema.fields
@@ -134,34 +135,47 @@ class SparkEngine(Engine):
                 f"the Spark engine on {self.settings.spark.master} writes tables in the "
                 "embedded lake only; run this statement in a DuckDB workgroup"
             )
-        _refuse_tables_read_otherwise(tables)
-        session = self.session
-        context = session.sparkContext
-        context.setJobGroup(execution_id, f"lakeward write {execution_id}", interruptOnCancel=True)
-        try:
-            self._refresh(tables)
-            return spark_writes.write(session, sql, target)
-        except LakewardError:
-            raise
-        except Exception as error:
-            raise QueryFailed(failure_reason(error)) from None
-        finally:
-            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        with self._job(execution_id, "write", tables) as session:
+            try:
+                return spark_writes.write(session, sql, target)
+            except LakewardError:
+                raise
+            except Exception as error:
+                raise QueryFailed(failure_reason(error)) from None
 
     def change(self, execution_id: str, sql: str, tables: list[ResolvedTable]) -> None:
         """Run a row-level DELETE or UPDATE of an Iceberg table: Spark's own, through
         Iceberg's runtime, which rewrites the files it touches and commits as Iceberg's
         HiveCatalog does (a new metadata file, swapped in under the metastore's lock)."""
+        with self._job(execution_id, "change", tables) as session:
+            try:
+                session.sql(sql).collect()
+            except Exception as error:
+                raise QueryFailed(failure_reason(error)) from None
+
+    @contextlib.contextmanager
+    def _job(
+        self, execution_id: str, kind: str, tables: list[ResolvedTable]
+    ) -> Iterator[SparkSession]:
+        """The session, for one execution's Spark jobs: in their own group (which a cancel
+        interrupts), with the tables read as they are now, and the rows in memory it reads
+        (an Iceberg metadata table) as views of its own, dropped afterwards."""
         _refuse_tables_read_otherwise(tables)
         session = self.session
         context = session.sparkContext
-        context.setJobGroup(execution_id, f"lakeward change {execution_id}", interruptOnCancel=True)
+        context.setJobGroup(execution_id, f"lakeward {kind} {execution_id}", interruptOnCancel=True)
+        views = []
         try:
             self._refresh(tables)
-            session.sql(sql).collect()
-        except Exception as error:
-            raise QueryFailed(failure_reason(error)) from None
+            for table in tables:
+                if table.rows is not None:
+                    view = _rows_view(table.ref, execution_id)
+                    rows_frame(session, table.rows).createOrReplaceTempView(view)
+                    views.append(view)
+            yield session
         finally:
+            for view in views:
+                session.catalog.dropTempView(view)
             context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
     def _refresh(self, tables: list[ResolvedTable]) -> None:
@@ -169,7 +183,8 @@ class SparkEngine(Engine):
         files from one query to the next, and would not see files added since (an INSERT
         INTO by any engine or process)."""
         for table in tables:
-            if table.iceberg is None:  # Iceberg's catalog loads its tables anew each time
+            if table.iceberg is None and table.rows is None:
+                # Iceberg's catalog loads its tables anew each time.
                 self.session.catalog.refreshTable(self.table_name(table.ref))
 
     def interrupt(self, execution_id: str) -> None:
@@ -276,3 +291,97 @@ def spark_refusal(table: ResolvedTable) -> str | None:
         f"table {table.ref} cannot be read by the Spark engine as Athena reads it: {why}; "
         "run the query in a DuckDB workgroup"
     )
+
+
+def _rows_view(ref: TableRef, execution_id: str) -> str:
+    """The session's view of a table of rows in memory, for one execution: its own, since
+    the session serves concurrent executions, which may read other versions of it."""
+    digest = hashlib.sha1(f"{execution_id}/{ref}".encode()).hexdigest()[:16]
+    return f"lakeward_rows_{digest}"
+
+
+def rows_frame(session: SparkSession, rows: pa.Table) -> DataFrame:
+    """Rows in memory (an Iceberg metadata table, a few rows a snapshot or file) as a Spark
+    frame of the same types; the values travel with the plan, so any master reads them."""
+    from pyspark.sql import functions
+    from pyspark.sql.types import StructField, StructType
+
+    row_type = pa.struct(list(rows.schema))
+    schema = StructType([StructField(f.name, _spark_type(f.type), f.nullable) for f in row_type])
+    records = [_spark_value(row, row_type) for row in rows.to_pylist()]
+    frame = session.createDataFrame(records, schema=schema, verifySchema=False)
+    # A map arrives as its entries, in order (a dict would reach the JVM as a hash map and
+    # come back in another order): made a map again here, which keeps the order.
+    return frame.select(
+        *(
+            functions.map_from_entries(field.name).alias(field.name)
+            if pa.types.is_map(field.type)
+            else functions.col(field.name)
+            for field in rows.schema
+        )
+    )
+
+
+def _spark_type(arrow_type: pa.DataType, top: bool = True) -> DataType:
+    """The Spark type of values of an Arrow type; a timestamp is the session's zone-less
+    one, and a map (at the top only) its entries."""
+    from pyspark.sql import types as st
+
+    t = pa.types
+    if t.is_dictionary(arrow_type):
+        return _spark_type(arrow_type.value_type, top)
+    if t.is_map(arrow_type) and top:
+        entry = st.StructType(
+            [
+                st.StructField("key", _spark_type(arrow_type.key_type, False), False),
+                st.StructField("value", _spark_type(arrow_type.item_type, False)),
+            ]
+        )
+        return st.ArrayType(entry)
+    if t.is_map(arrow_type):
+        raise InvalidRequest(f"NOT_SUPPORTED: a map inside a value ({arrow_type}) in Spark")
+    if t.is_struct(arrow_type):
+        return st.StructType(
+            [st.StructField(f.name, _spark_type(f.type, False), f.nullable) for f in arrow_type]
+        )
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type):
+        return st.ArrayType(_spark_type(arrow_type.value_type, False))
+    if t.is_decimal(arrow_type):
+        return st.DecimalType(arrow_type.precision, arrow_type.scale)
+    if t.is_timestamp(arrow_type):
+        return st.TimestampNTZType()
+    for check, spark in (
+        (t.is_boolean, st.BooleanType),
+        (t.is_int8, st.ByteType),
+        (t.is_int16, st.ShortType),
+        (t.is_int32, st.IntegerType),
+        (t.is_int64, st.LongType),
+        (t.is_float32, st.FloatType),
+        (t.is_float64, st.DoubleType),
+        (t.is_date, st.DateType),
+        (t.is_string, st.StringType),
+        (t.is_large_string, st.StringType),
+        (t.is_binary, st.BinaryType),
+        (t.is_large_binary, st.BinaryType),
+    ):
+        if check(arrow_type):
+            return spark()
+    raise InvalidRequest(f"NOT_SUPPORTED: values of type {arrow_type} in the Spark engine")
+
+
+def _spark_value(value: Any, arrow_type: pa.DataType) -> Any:
+    """A value as Arrow gives it in Python, as Spark takes it for ``_spark_type``: a map as
+    its entries, a struct as a tuple of its fields in order."""
+    if value is None:
+        return None
+    t = pa.types
+    if t.is_struct(arrow_type):
+        return tuple(_spark_value(value.get(f.name), f.type) for f in arrow_type)
+    if t.is_map(arrow_type):
+        return [
+            (_spark_value(k, arrow_type.key_type), _spark_value(v, arrow_type.item_type))
+            for k, v in value
+        ]
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type):
+        return [_spark_value(v, arrow_type.value_type) for v in value]
+    return value
