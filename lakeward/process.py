@@ -84,10 +84,32 @@ def port_frees_within(host: str, port: int, seconds: float = PORT_RELEASE_SECOND
     return True
 
 
+_claims: list[socket.socket] = []  # held for the life of the process
+
+
+def claim_port(host: str, port: int) -> bool:
+    """Whether ``port`` is free and now this process's to hand to what it starts: other
+    lakeward processes choosing a port skip it while this one lives, so two stacks started
+    at once do not both choose it before either binds it. The claim is an abstract Unix
+    socket named after the port (Linux): it goes with the process and leaves no file."""
+    if not port_is_free(host, port):
+        return False
+    if not hasattr(socket, "AF_UNIX") or not os.path.exists("/proc/self"):
+        return True  # no abstract sockets: the port as free as it looks
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        claim.bind(f"\0lakeward-port-{port}")
+    except OSError:  # another lakeward process chose it and may not have bound it yet
+        claim.close()
+        return False
+    _claims.append(claim)
+    return True
+
+
 def free_port(host: str, preferred: int, exclude: Sequence[int] = ()) -> int:
-    """``preferred`` if it is free, else the next free port above it."""
+    """``preferred`` if it is free, else the next free port above it; claimed (claim_port)."""
     for port in range(preferred, preferred + 200):
-        if port not in exclude and port_is_free(host, port):
+        if port not in exclude and claim_port(host, port):
             return port
     raise StackError(f"no free port on {host} between {preferred} and {preferred + 199}")
 

@@ -24,7 +24,7 @@ from lakeward.ingest.jhu import COMBINED_TABLE, MEASURES, QUARANTINE_TABLE
 from lakeward.metastore.node import DEFAULT_PORT as METASTORE_PORT
 from lakeward.metastore.node import MetastoreNode
 from lakeward.metastore.uris import metastore_uris
-from lakeward.process import ManagedProcess, free_port, listens_on, port_is_free
+from lakeward.process import ManagedProcess, claim_port, free_port, listens_on
 from lakeward.progress import Progress
 from lakeward.spark_cluster import DEFAULT_MASTER_PORT as SPARK_MASTER_PORT
 from lakeward.spark_cluster import SparkCluster
@@ -117,7 +117,7 @@ def pin_settings(settings: Settings) -> Settings:
 def _free_ports(host: str, preferred: int, count: int) -> int:
     """The first port from ``preferred`` on where ``count`` consecutive ports are free."""
     port = free_port(host, preferred)
-    while not all(port_is_free(host, p) for p in range(port, port + count)):
+    while not all(claim_port(host, p) for p in range(port + 1, port + count)):
         port = free_port(host, port + 1)
     return port
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from lakeward.config import Settings, load_settings
 from lakeward.errors import MetastoreError
 from lakeward.metastore import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
-from lakeward.process import free_port, port_frees_within
+from lakeward.process import free_port, port_frees_within, port_is_free
 from tests.helpers import lakeward, need_java, parse_outputs
 
 
@@ -135,3 +137,37 @@ def test_a_port_released_moments_later_counts_as_free() -> None:
     assert not port_frees_within("127.0.0.1", port, 0.5)
     threading.Timer(0.5, holder.close).start()
     assert port_frees_within("127.0.0.1", port, 10.0)
+
+
+def test_a_port_another_process_chose_is_not_chosen_until_it_exits() -> None:
+    """Two stacks started at once: the port the first chose (and has not bound yet) is
+    not the second's choice; it is free to choose again once the first has gone."""
+    chooser = subprocess.Popen(
+        [sys.executable, "-c", CHOOSE_AND_WAIT, "23900"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert chooser.stdout is not None and chooser.stdin is not None
+    chosen = int(chooser.stdout.readline())
+    assert port_is_free("127.0.0.1", chosen)  # chosen, not bound
+    assert free_port("127.0.0.1", chosen) != chosen
+    chooser.stdin.close()  # the first process exits
+    assert chooser.wait(timeout=30) == 0
+    again = subprocess.run(
+        [sys.executable, "-c", CHOOSE_AND_WAIT, str(chosen)],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert int(again.stdout) == chosen
+
+
+CHOOSE_AND_WAIT = """
+import sys
+from lakeward.process import free_port
+print(free_port("127.0.0.1", int(sys.argv[1])), flush=True)
+sys.stdin.read()
+"""
