@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.io.pyarrow import _dataframe_to_data_files
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 from lakeward.errors import QueryFailed
@@ -57,23 +58,21 @@ def commit_with_retries(
     raise AssertionError("unreachable")
 
 
-def replace_files(table: Table, paths: set[str], rows: pa.Table, verb: str) -> None:
+def replace_files(
+    table: Table, paths: set[str], rows: pa.Table, verb: str, written: Sequence[DataFile] = ()
+) -> None:
     """One overwrite snapshot: the data files at ``paths`` out, ``rows`` in new files (as
-    the table's partitioning lays them out). Fails with ICEBERG_COMMIT_ERROR when one of
-    the files left the table since it was read."""
-    live = {task.file.file_path: task.file for task in table.scan().plan_files()}
-    missing = sorted(paths - set(live))
-    if missing:  # another writer removed or rewrote it
-        raise QueryFailed(
-            f"ICEBERG_COMMIT_ERROR: data file {missing[0]} changed while the {verb} ran; "
-            "run it again"
-        )
+    the table's partitioning lays them out) and the files ``written`` already in. Fails with
+    ICEBERG_COMMIT_ERROR when one of the files left the table since it was read."""
+    replaced = live_files(table, paths, verb)
     with (
         table.transaction() as transaction,
         transaction.update_snapshot().overwrite() as overwrite,
     ):
-        for path in sorted(paths):
-            overwrite.delete_data_file(live[path])
+        for data_file in replaced:
+            overwrite.delete_data_file(data_file)
+        for data_file in written:
+            overwrite.append_data_file(data_file)
         if rows.num_rows:
             for data_file in _dataframe_to_data_files(
                 table_metadata=transaction.table_metadata,
@@ -82,6 +81,18 @@ def replace_files(table: Table, paths: set[str], rows: pa.Table, verb: str) -> N
                 write_uuid=overwrite.commit_uuid,
             ):
                 overwrite.append_data_file(data_file)
+
+
+def live_files(table: Table, paths: set[str], verb: str) -> list[DataFile]:
+    """The table's data files at ``paths``; ICEBERG_COMMIT_ERROR if one has left it."""
+    live = {task.file.file_path: task.file for task in table.scan().plan_files()}
+    missing = sorted(paths - set(live))
+    if missing:  # another writer removed or rewrote it
+        raise QueryFailed(
+            f"ICEBERG_COMMIT_ERROR: data file {missing[0]} changed while the {verb} ran; "
+            "run it again"
+        )
+    return [live[path] for path in sorted(paths)]
 
 
 def purge(catalog: Catalog, identifier: tuple[str, str]) -> None:

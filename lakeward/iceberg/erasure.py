@@ -86,7 +86,13 @@ def delete_rows(catalog: Catalog, identifier: Identifier, column: str, ids: Sequ
                 kept.append(rows.filter(pc.invert(hit)))
         if changed:
             schema = table.schema().as_arrow()
-            rows = pa.concat_tables(kept) if kept else schema.empty_table()
+            # Files written by different writers may give a text column as string or as
+            # large_string: one type for all.
+            rows = (
+                pa.concat_tables(kept, promote_options="permissive")
+                if kept
+                else schema.empty_table()
+            )
             replace_files(table, changed, rows, "erasure DELETE")
 
     commit_with_retries(catalog, identifier, change)

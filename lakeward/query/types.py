@@ -268,6 +268,11 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def quote_string(text: str) -> str:
+    """A SQL string literal of ``text`` (quotes doubled)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 # --- DuckDB ---------------------------------------------------------------------------------
 
 _DUCKDB_TO_ATHENA = {

@@ -364,6 +364,61 @@ def test_delete_removes_exactly_the_rows_the_condition_holds(
     assert rows(api_ok(athena, f"SELECT count(*) FROM {name}")) == [["0"]]
 
 
+def test_a_change_rewrites_each_file_beside_itself_with_the_tables_settings(
+    stack: Settings, athena: Any, pyiceberg: HiveCatalog
+) -> None:
+    """DELETE and UPDATE write each touched file's rows that stay as one new file in that
+    file's partition, with the table's codec and Iceberg's field ids; an UPDATE of the
+    partition column moves its rows to their new partition."""
+    name = f"rewrite_{uuid.uuid4().hex[:8]}"
+    api_ok(
+        athena,
+        f"CREATE TABLE {name} (id bigint, name string, amount decimal(10,2), at timestamp, "
+        "day date) PARTITIONED BY (day) "
+        "TBLPROPERTIES ('table_type'='ICEBERG', 'write_compression'='gzip')",
+    )
+    api_ok(
+        athena,
+        f"INSERT INTO {name} SELECT i, 'n' || CAST(i AS varchar), CAST(i AS decimal(10,2)) / 4, "
+        "TIMESTAMP '2024-01-01 10:00:00' + i * INTERVAL '1' MINUTE, "
+        "date_add('day', i % 2, DATE '2024-01-01') FROM UNNEST(sequence(1, 40)) AS t(i)",
+    )
+    table = pyiceberg.load_table(("default", name))
+    before = {f.file.file_path: f.file for f in table.scan().plan_files()}
+    expected = [r for r in table.scan().to_arrow().sort_by("id").to_pylist() if r["id"] != 7]
+    deleted = api_ok(athena, f"DELETE FROM {name} WHERE id = 7")
+    assert update_count(athena, deleted) == 1
+    table = pyiceberg.load_table(("default", name))
+    after = {f.file.file_path: f.file for f in table.scan().plan_files()}
+    (new,) = set(after) - set(before)
+    (gone,) = set(before) - set(after)
+    assert new.rsplit("/", 1)[0] == gone.rsplit("/", 1)[0]  # the partition's directory
+    assert after[new].partition == before[gone].partition
+    assert after[new].record_count == before[gone].record_count - 1
+    written = pq.ParquetFile(local(stack, new))
+    assert written.metadata.row_group(0).column(0).compression == "GZIP"
+    assert [f.metadata[b"PARQUET:field_id"] for f in written.schema_arrow] == [
+        b"1",
+        b"2",
+        b"3",
+        b"4",
+        b"5",
+    ]
+    assert table.scan().to_arrow().sort_by("id").to_pylist() == expected
+    # The bounds a reader prunes by are the new file's own.
+    assert rows(api_ok(athena, f"SELECT count(*) FROM {name} WHERE name = 'n9'")) == [["1"]]
+    # Rows moved by an UPDATE of the partition column are in their new partition.
+    moved = api_ok(athena, f"UPDATE {name} SET day = DATE '2024-02-01' WHERE id <= 4")
+    assert update_count(athena, moved) == 4
+    table = pyiceberg.load_table(("default", name))
+    days = {str(f.file.partition[0]) for f in table.scan().plan_files()}
+    assert len(days) == 3
+    partitions = api_ok(
+        athena, f'SELECT partition.day, record_count FROM "{name}$partitions" ORDER BY 1'
+    )
+    assert [r[1] for r in rows(partitions)] == ["18", "17", "4"]
+
+
 def test_delete_on_a_hive_table_is_refused(athena: Any) -> None:
     reason = refusal(athena, "DELETE FROM covid_deaths WHERE deaths = 0")
     assert "only supported for Iceberg tables" in reason

@@ -16,7 +16,9 @@ table at the next snapshot expiry (VACUUM), as Athena's do.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,7 +30,8 @@ from sqlglot import exp
 from lakeward.access.arns import s3_arn
 from lakeward.errors import InvalidRequest, QueryCancelled
 from lakeward.iceberg.catalog import is_iceberg
-from lakeward.iceberg.commits import arrow_rows, commit_with_retries, replace_files
+from lakeward.iceberg.commits import arrow_rows, commit_with_retries, live_files, replace_files
+from lakeward.iceberg.rewrites import remove, rewritten, writes_directly
 from lakeward.iceberg.schemas import table_columns
 from lakeward.metastore.tables import Column
 from lakeward.query.engines.base import EngineResult
@@ -40,7 +43,7 @@ from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context
 from lakeward.query.statements.ddl.parsing import Reader
 from lakeward.query.statements.writes.commands import coercible
-from lakeward.query.types import athena_type_of_hive
+from lakeward.query.types import athena_type_of_hive, quote_string
 from lakeward.query.types import quote_identifier as quote
 from lakeward.storage.paths import lake_place
 
@@ -68,10 +71,14 @@ class _RowLevel(Command):
     def _projections(self, projections: list[str]) -> list[str]:
         return projections
 
-    def _select(self, projections: list[str], where: str | None = None) -> Statement:
+    def _select(
+        self, projections: list[str], where: str | None = None, group_by_path: bool = False
+    ) -> Statement:
         sql = f"SELECT {', '.join(projections)} FROM {self.source}"
         if where or self.condition:
             sql += f" WHERE {where or self.condition}"
+        if group_by_path:
+            sql += ' GROUP BY "$path"'
         return parse_query(sql, self.names)
 
     def _hit(self) -> str:
@@ -84,6 +91,8 @@ class _RowLevel(Command):
         self._check(context, columns)
         if context.group.engine == "spark":
             return self._run_in_spark(context, iceberg, table, columns)
+        if self._keeps_partitions(table) and writes_directly(table):
+            return self._rewrite(context, iceberg, table, columns)
         projections = [*self._values(columns), '"$path"', f"{self._hit()} AS {_HIT}"]
         plan = context.plan(self._select(projections, where="true"))
         result = plan.engine.execute(context.execution.id, plan.sql, plan.tables, plan.limits)
@@ -108,6 +117,43 @@ class _RowLevel(Command):
             lambda t: replace_files(t, touched, replacement, self.verb),
         )
         return count_result(hits, result.bytes_scanned)
+
+    def _rewrite(
+        self, context: Context, iceberg: Catalog, table: Table, columns: list[Column]
+    ) -> EngineResult:
+        """The files holding rows it changes, found first (by a query of the condition
+        alone), then each rewritten beside itself by DuckDB's writer (iceberg/rewrites.py)
+        as the query of its rows that stay streams them: no row is kept in memory."""
+        finding = context.plan(self._select(['"$path"', "count(*)"], group_by_path=True))
+        found = finding.engine.execute(
+            context.execution.id, finding.sql, finding.tables, finding.limits
+        )
+        counts = {row[0]: int(row[1]) for batch in found.batches for row in _rows(batch)}
+        hits = sum(counts.values())
+        if hits == 0:
+            return count_result(0, found.bytes_scanned)
+        touched = live_files(table, set(counts), self.verb)
+        listed = ", ".join(quote_string(f.file_path) for f in touched)
+        where = f'"$path" IN ({listed})'
+        if self.verb == "DELETE":
+            where += f" AND NOT {self._hit()}"
+        plan = context.plan(self._select([*self._values(columns), '"$path"'], where=where))
+        result = plan.engine.execute(context.execution.id, plan.sql, plan.tables, plan.limits)
+        reader = _reader(result)
+        written = rewritten(table, reader, touched)
+        if context.cancelled():
+            remove(table, written)
+            raise QueryCancelled("the query was cancelled")
+        try:
+            commit_with_retries(
+                iceberg,
+                (self.table.database, self.table.table),
+                lambda t: replace_files(t, set(counts), _NO_ROWS, self.verb, written),
+            )
+        except BaseException:
+            remove(table, written)
+            raise
+        return count_result(hits, found.bytes_scanned + result.bytes_scanned)
 
     def _run_in_spark(
         self, context: Context, iceberg: Catalog, table: Table, columns: list[Column]
@@ -160,6 +206,10 @@ class _RowLevel(Command):
     def _check(self, context: Context, columns: list[Column]) -> None:
         """Refuse what the statement cannot do to these columns, before anything is read."""
 
+    def _keeps_partitions(self, table: Table) -> bool:
+        """Whether every row it writes stays in the partition of the file it comes from."""
+        return True
+
     def _values(self, columns: list[Column]) -> list[str]:
         """Each column's value in the rows that stay: as it is, unless the statement sets it."""
         return [quote(c.name) for c in columns]
@@ -203,6 +253,11 @@ class Update(_RowLevel):
             for name, expression in self.assignments
         ]
 
+    def _keeps_partitions(self, table: Table) -> bool:
+        schema = table.schema()
+        sources = {schema.find_column_name(f.source_id) for f in table.spec().fields}
+        return not sources & {name for name, _ in self.assignments}
+
     def _values(self, columns: list[Column]) -> list[str]:
         setting = dict(self.assignments)
         values = []
@@ -237,6 +292,27 @@ def open_for_change(context: Context, ref: TableRef, verb: str) -> tuple[Catalog
         context.authorize("s3:DeleteObject", objects)
     iceberg = catalog.iceberg(context.settings)
     return iceberg, iceberg.load_table((ref.database, ref.table))
+
+
+_NO_ROWS = pa.table({})
+
+
+def _rows(batch: pa.RecordBatch) -> list[tuple[Any, ...]]:
+    return list(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+
+
+def _reader(result: EngineResult) -> pa.RecordBatchReader:
+    """The result's batches as a stream a writer pulls, the first looked at for the schema
+    when the engine does not tell it."""
+    batches = iter(result.batches)
+    schema = result.schema
+    if schema is None:
+        first = next(batches, None)
+        if first is None:
+            return pa.RecordBatchReader.from_batches(pa.schema([]), [])
+        schema = first.schema
+        batches = itertools.chain([first], batches)
+    return pa.RecordBatchReader.from_batches(schema, batches)
 
 
 def count_result(count: int, scanned: int) -> EngineResult:
