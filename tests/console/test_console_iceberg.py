@@ -76,7 +76,7 @@ def test_iceberg_tables_and_views_are_marked_and_snapshots_listed(
     # Each snapshot opens the editor with a query as of it, which answers its rows.
     snapshots.last.locator("a:text('Query as of this snapshot')").click()
     assert f"FOR VERSION AS OF {oldest[1]}" in page.locator("#sql").input_value()
-    page.click("#run")
+    page.click("#run")  # waits until the page's script has made it run queries
     page.wait_for_selector(".status.ok", timeout=60_000)
     assert page.locator("#result-table tbody tr").count() == 3
 

@@ -311,5 +311,6 @@
     tab.database = database.value;
     tabs.active = tab.id;
   }
+  runButton.disabled = false;
   activate(tabs.active);
 })();
