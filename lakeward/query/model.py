@@ -144,6 +144,10 @@ class NamedQuery:
     description: str = ""
 
 
+PATH_COLUMN = "$path"
+"""Athena's hidden column of each row's file."""
+
+
 @dataclass(frozen=True)
 class TableRef:
     """A table a statement reads: catalog.database.table, lower-cased as Hive stores them;

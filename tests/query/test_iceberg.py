@@ -233,8 +233,12 @@ def test_both_workgroups_read_iceberg_tables_alike(service: QueryService) -> Non
     both(service, f'SELECT * FROM "{name}$refs"')
     both(service, f'SELECT s.operation, count(f.file_path) FROM "{name}$snapshots" s '
                   f'CROSS JOIN "{name}$files" f GROUP BY 1 ORDER BY 1')  # fmt: skip
+    # "$path": each row's data file, as the table's metadata names it, in both.
+    _, paths = both(service, f'SELECT "$path", count(*) FROM {name} GROUP BY "$path" ORDER BY 1')
+    assert sorted(r[0] for r in paths) == sorted(r[2] for r in files)  # count, content, path
+    both(service, f"SELECT id FROM {name} t WHERE t.\"$path\" = '{paths[0][0]}' ORDER BY id")
     # What Spark would answer otherwise is refused by name.
-    hidden = failure(service, f'SELECT "$path" FROM {name}', workgroup="big")
+    hidden = failure(service, f'SELECT "$file_size" FROM {name}', workgroup="big")
     assert "hidden columns of Iceberg tables" in hidden
     assert run(service, f"SELECT count(*) FROM {name}")[1] == [["5"]]  # nothing changed
 

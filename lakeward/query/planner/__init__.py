@@ -23,10 +23,11 @@ from lakeward.access import Authorizer
 from lakeward.access.arns import s3_arn
 from lakeward.config import Settings
 from lakeward.errors import InvalidRequest, QueryFailed, ResourceNotFound
+from lakeward.metastore.tables import Column
 from lakeward.query.catalogs import Catalogs
 from lakeward.query.engines.base import Engine, EngineResult, Limits, ResolvedTable
 from lakeward.query.formats import TableFormat
-from lakeward.query.model import ColumnInfo, QueryExecution, TableRef, WorkGroup
+from lakeward.query.model import PATH_COLUMN, ColumnInfo, QueryExecution, TableRef, WorkGroup
 from lakeward.query.planner import information_schema, views
 from lakeward.query.planner.iceberg import refuse_iceberg_otherwise, resolve_iceberg
 from lakeward.query.planner.pruning import iceberg_filter
@@ -123,6 +124,10 @@ class Planner:
             # had nothing to reach, so the query must not start now.
             raise QueryFailed("stopped before the engine started")
         columns = {t.ref: [*t.columns, *t.partition_keys] for t in tables}
+        if engine.dialect == "spark":  # Iceberg's runtime gives each row's data file
+            for table in tables:
+                if table.iceberg is not None:
+                    columns[table.ref] = [*columns[table.ref], Column(PATH_COLUMN, "string")]
         iceberg = {t.ref: t.snapshot_id for t in tables if t.iceberg is not None}
         in_memory = {t.ref for t in tables if t.rows is not None}
 

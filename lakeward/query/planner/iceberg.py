@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import duckdb
@@ -84,9 +85,9 @@ def refuse_iceberg_otherwise(
     """Refuse, by name, what a workgroup whose engine is not DuckDB cannot answer as Athena
     would of Iceberg tables. Spark reads them through Iceberg's runtime (the snapshot the
     planner chose, by its id), and their metadata tables as the rows lakeward reads them
-    (Spark's own have other columns than Trino's); it gives no ``"$path"`` or row places
-    (DELETE, UPDATE and MERGE are Spark's own there: statements/writes/rows.py and
-    merge.py)."""
+    (Spark's own have other columns than Trino's), ``"$path"`` as Iceberg's ``_file``; it
+    gives no other hidden column, nor row places (DELETE, UPDATE and MERGE are Spark's own
+    there: statements/writes/rows.py and merge.py)."""
     found = [t for t in tables if t.iceberg is not None or t.rows is not None]
     if not found:
         return
@@ -97,11 +98,16 @@ def refuse_iceberg_otherwise(
         )
     target = select.target
     text = target._ast.sql(dialect="trino") if target._ast is not None else target.sql
-    if '"$' in text or "__lakeward_" in text:
+    if _OTHER_HIDDEN.search(text) or "__lakeward_" in text:
         raise InvalidRequest(
-            f"NOT_SUPPORTED: the hidden columns of Iceberg tables are read in DuckDB "
-            f"workgroups only, not in workgroup {group.name}; use a DuckDB workgroup"
+            f'NOT_SUPPORTED: the hidden columns of Iceberg tables other than "$path" are '
+            f"read in DuckDB workgroups only, not in workgroup {group.name}; use a DuckDB "
+            "workgroup"
         )
+
+
+# "$path" is Iceberg's _file in Spark (translate/spark/); the others it does not give.
+_OTHER_HIDDEN = re.compile(r'"\$(?!path")')
 
 
 def _spark_runtime() -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 from sqlglot import exp
 
 from lakeward.metastore.tables import Column
+from lakeward.query.model import PATH_COLUMN
 from lakeward.query.translate.spark.checker import (
     _CASE_GUARD,
     _CAST_TO,
@@ -279,7 +280,21 @@ def to_spark(tree: exp.Expr, tables: TableColumns) -> exp.Expr:
         cast = exp.Cast(to=exp.DataType.build(node.meta.pop(_CAST_TO), dialect="spark"))
         node.replace(cast)
         cast.set("this", node)
+    _file_columns(tree)
     return _name_columns(tree)
+
+
+def _file_columns(tree: exp.Expr) -> None:
+    """Athena's ``"$path"`` of an Iceberg table (the only tables it is given for here:
+    planner/iceberg.py) is the data file's name in the table's metadata, which Iceberg's
+    runtime gives as the metadata column ``_file``; a result column keeps Athena's name."""
+    for column in [c for c in tree.find_all(exp.Column) if c.name == PATH_COLUMN]:
+        renamed = column.copy()
+        renamed.set("this", exp.to_identifier("_file"))
+        if isinstance(column.parent, exp.Select) and column.arg_key == "expressions":
+            column.replace(exp.alias_(renamed, PATH_COLUMN, quoted=True))
+        else:
+            column.replace(renamed)
 
 
 def column_types(columns: Iterable[Column]) -> dict[str, Type]:
