@@ -38,7 +38,7 @@ from lakeward.query.sql.tokens import Cursor
 from lakeward.query.statements.base import Command, Context
 from lakeward.query.statements.ddl.parsing import Reader
 from lakeward.query.statements.writes.commands import coercible
-from lakeward.query.statements.writes.rows import count_result, open_for_change
+from lakeward.query.statements.writes.rows import changed_after, count_result, open_for_change
 from lakeward.query.types import athena_type_of_hive
 from lakeward.query.types import quote_identifier as quote
 
@@ -250,9 +250,9 @@ class Merge(Command):
         if context.cancelled():
             raise QueryCancelled("the query was cancelled")
         engine.change(context.execution.id, merge, plan.tables)
-        after = iceberg.load_table((self.table.database, self.table.table)).current_snapshot()
-        changed_from = None if after is None else after.parent_snapshot_id
-        if before is not None and changed_from is not None and changed_from != before.snapshot_id:
+        read = None if before is None else before.snapshot_id
+        changed_from = changed_after(iceberg, self.table, read)
+        if changed_from is not None:
             acted, inserted, _ = counted(changed_from)
         return count_result(acted + inserted, plan.scanned)
 

@@ -197,9 +197,8 @@ class _RowLevel(Command):
         if context.cancelled():
             raise QueryCancelled("the query was cancelled")
         engine.change(context.execution.id, change.sql(dialect="spark"), counting.tables)
-        after = iceberg.load_table((self.table.database, self.table.table)).current_snapshot()
-        changed_from = None if after is None else after.parent_snapshot_id
-        if changed_from is not None and changed_from != before.snapshot_id:
+        changed_from = changed_after(iceberg, self.table, before.snapshot_id)
+        if changed_from is not None:
             hits = counted(changed_from)
         return count_result(hits, counting.scanned)
 
@@ -313,6 +312,16 @@ def _reader(result: EngineResult) -> pa.RecordBatchReader:
         schema = first.schema
         batches = itertools.chain([first], batches)
     return pa.RecordBatchReader.from_batches(schema, batches)
+
+
+def changed_after(iceberg: Catalog, ref: TableRef, read: int | None) -> int | None:
+    """The snapshot Spark's change was made to, when another writer committed after
+    snapshot ``read`` was read (the change is then counted again on it); else None."""
+    after = iceberg.load_table((ref.database, ref.table)).current_snapshot()
+    changed_from = None if after is None else after.parent_snapshot_id
+    if read is None or changed_from is None or changed_from == read:
+        return None
+    return changed_from
 
 
 def count_result(count: int, scanned: int) -> EngineResult:
