@@ -14,6 +14,7 @@ not take, are written so (``writes_directly``); the rest go through pyiceberg's 
 from __future__ import annotations
 
 import contextlib
+import os
 import posixpath
 import shutil
 import tempfile
@@ -47,7 +48,8 @@ from pyiceberg.types import (
 )
 
 from lakeward.iceberg.schemas import table_columns
-from lakeward.query.types import duckdb_type_of_hive, quote_identifier
+from lakeward.query.engines.duckdb.pool import sweep_orphan_spills
+from lakeward.query.types import duckdb_type_of_hive, quote_identifier, quote_string
 
 # Iceberg's types that DuckDB writes as Iceberg's spec stores them.
 _PLAIN = (
@@ -72,6 +74,7 @@ _OTHER_SETTINGS = (
     TableProperties.PARQUET_BLOOM_FILTER_MAX_BYTES,
 )
 _FILE = "__lakeward_file"  # which touched file a row comes from
+_STAGING = "lakeward-rewrite-"  # the temporary directories' names: <this>-<pid>-...
 
 
 def writes_directly(table: Table) -> bool:
@@ -108,22 +111,24 @@ def rewritten(table: Table, rows: pa.RecordBatchReader, touched: list[DataFile])
     )
     written: list[DataFile] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="lakeward-rewrite-") as staging:
-            con = duckdb.connect()
+        # Named by this process, so a later one sweeps it away if this one is killed.
+        sweep_orphan_spills(Path(tempfile.gettempdir()), _STAGING)
+        with tempfile.TemporaryDirectory(prefix=f"{_STAGING}{os.getpid()}-") as directory:
+            staging, spill = Path(directory) / "files", Path(directory) / "spill"
+            con = duckdb.connect(config={"temp_directory": str(spill)})
             try:
                 con.register("kept", _numbered(rows, touched))
                 con.execute(
-                    f"COPY (SELECT {columns}, {_FILE} FROM kept) "
-                    f"TO '{staging.replace(chr(39), chr(39) * 2)}' "
+                    f"COPY (SELECT {columns}, {_FILE} FROM kept) TO {quote_string(str(staging))} "
                     f"(FORMAT parquet, PARTITION_BY ({_FILE}), {_write_options(table, schema)})"
                 )
             finally:
                 con.close()
             statistics_plan = compute_statistics_plan(schema, table.metadata.properties)
             id_mapping = parquet_path_to_id_mapping(schema)
-            for directory in sorted(Path(staging).iterdir()):
-                original = touched[int(directory.name.split("=", 1)[1])]
-                for part in sorted(directory.iterdir()):
+            for partition in sorted(staging.iterdir()):
+                original = touched[int(partition.name.split("=", 1)[1])]
+                for part in sorted(partition.iterdir()):
                     name = f"{len(written):05d}-0-{uuid}.parquet"
                     path = posixpath.join(posixpath.dirname(original.file_path), name)
                     with part.open("rb") as source, table.io.new_output(path).create() as out:

@@ -22,7 +22,8 @@ from lakeward.metastore.tables import Column
 from lakeward.query.engines import duckdb as duckdb_engine
 from lakeward.query.engines.base import EngineResult, Limits, ResolvedTable
 from lakeward.query.engines.duckdb import DuckDbEngine
-from lakeward.query.engines.duckdb.pool import ConnectionPool
+from lakeward.query.engines.duckdb import pool as pool_module
+from lakeward.query.engines.duckdb.pool import ConnectionPool, sweep_orphan_spills
 from lakeward.query.model import TableRef
 from lakeward.query.types import athena_type, athena_type_of_duckdb
 from lakeward.storage.arrow import S3Options
@@ -454,3 +455,24 @@ def test_spill_directories_of_killed_processes_are_swept(tmp_path: Path) -> None
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_temporary_directories_of_killed_processes_are_swept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process killed with its spill or staging directory still there leaves it to the
+    next process that makes one: only the directories of processes that are gone go."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    dead, alive = child.pid, os.getppid()
+    for pid in (dead, alive, os.getpid()):
+        (tmp_path / f"lakeward-rewrite-{pid}-x").mkdir()
+        (tmp_path / f"lakeward-rewrite-{pid}-x" / "part.parquet").write_bytes(b"rows")
+    (tmp_path / "lakeward-rewrite-notapid").mkdir()
+    monkeypatch.setattr(pool_module, "_swept", set())
+    sweep_orphan_spills(tmp_path, "lakeward-rewrite-")
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == sorted(
+        [f"lakeward-rewrite-{alive}-x", f"lakeward-rewrite-{os.getpid()}-x",
+         "lakeward-rewrite-notapid"]
+    )  # fmt: skip
