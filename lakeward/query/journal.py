@@ -61,14 +61,34 @@ PAUSE_FOR_TESTS = "LAKEWARD_TEST_PAUSE_WRITE"
 """For tests only: seconds a write waits once its files are published and its table or
 partitions registered, before it commits (a test kills the process in that moment)."""
 
+PAUSE_AFTER_COMMIT = "LAKEWARD_TEST_PAUSE_COMMITTED"
+"""For tests only: seconds a write waits once committed, before its execution is saved
+SUCCEEDED (a test kills the process in that moment)."""
+
+ROLLED_BACK_ELSEWHERE = (
+    "the write was rolled back by another server process, which took this one for dead; "
+    "run it again"
+)
+
+
+def _pause_for_tests(variable: str, what: str, cancelled: Callable[[], bool]) -> None:
+    pause = os.environ.get(variable)
+    if pause:
+        log.warning("%s pauses %s s (tests)", what, pause)
+        until = time.monotonic() + float(pause)
+        while time.monotonic() < until and not cancelled():
+            time.sleep(0.05)
+
 
 class Write:
     """One statement's write: staged, published, registered, then committed or rolled back.
 
     The write is journaled in the query service's state (``query_writes``) from its start
-    to its commit: what it is about to publish or register is recorded before it does it,
-    so that a process that finds the writer's process gone removes exactly that
-    (``roll_back_orphans``). Committing is deleting the journal's row.
+    until its execution is saved SUCCEEDED: what it is about to publish or register is
+    recorded before it does it, so that a process that finds the writer's process gone
+    removes exactly that (``roll_back_orphans``). The journal's row is deleted in the
+    transaction that saves SUCCEEDED (``Store.save_with_write``): whenever its process
+    dies, a write is all there with its execution SUCCEEDED, or absent.
     """
 
     def __init__(
@@ -134,22 +154,16 @@ class Write:
 
     def registered(self, cancelled: Callable[[], bool]) -> None:
         """Files and metadata are in place; only the commit is left, unless stopped now."""
-        pause = os.environ.get(PAUSE_FOR_TESTS)
-        if pause:
-            log.warning("write %s pauses %s s before its commit (tests)", self.execution_id, pause)
-            until = time.monotonic() + float(pause)
-            while time.monotonic() < until and not cancelled():
-                time.sleep(0.05)
+        _pause_for_tests(PAUSE_FOR_TESTS, f"write {self.execution_id}", cancelled)
         if cancelled():
             raise QueryCancelled("the query was cancelled")
 
     def commit(self) -> None:
+        """The statement is done with the write; its execution's SUCCEEDED ends it."""
         shutil.rmtree(self.staging, ignore_errors=True)
-        if not self.store.end_write(self.execution_id):
-            raise QueryFailed(
-                "the write was rolled back by another server process, which took this one "
-                "for dead; run it again"
-            )
+        if not self.store.write_in_flight(self.execution_id):
+            raise QueryFailed(ROLLED_BACK_ELSEWHERE)
+        _pause_for_tests(PAUSE_AFTER_COMMIT, f"committed write {self.execution_id}", bool)
 
     def roll_back(self) -> None:
         """Remove what the write published and the table it created; forget it."""
@@ -191,6 +205,7 @@ class Journal:
     def __init__(self, settings: Settings, storage: Storage, store: Store, owner: str) -> None:
         self.settings, self.storage, self.store = settings, storage, store
         self.owner = owner  # the process whose writes these are (presence.py's id)
+        self._committed: dict[str, Write] = {}  # by execution, until it ends
 
     @contextmanager
     def write(
@@ -203,7 +218,8 @@ class Journal:
         """One statement's write to ``location``, staged in ``Write.staging`` (in the lake
         with ``in_lake``, for an engine whose writers run elsewhere): the statement
         publishes its files and registers its table or partitions inside; leaving the
-        block commits, unless the query was stopped; any failure rolls everything back."""
+        block commits, unless the query was stopped; any failure rolls everything back.
+        A committed write stays journaled until its execution ends (``committed``)."""
         write = Write(
             self.settings, self.storage, self.store, execution_id, self.owner, location, in_lake
         )
@@ -214,6 +230,12 @@ class Journal:
         except BaseException:
             write.roll_back()
             raise
+        self._committed[execution_id] = write
+
+    def committed(self, execution_id: str) -> Write | None:
+        """The committed write of ``execution_id``, now ending: the caller saves the
+        execution SUCCEEDED with it (``Store.save_with_write``) or rolls it back."""
+        return self._committed.pop(execution_id, None)
 
     def roll_back_orphans(self, catalog_of: Callable[[str], Catalog]) -> list[str]:
         """Roll back the writes of processes that are gone; the ids of their executions."""

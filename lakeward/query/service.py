@@ -37,7 +37,7 @@ from lakeward.query.catalogs import (
 )
 from lakeward.query.engines import load_engine
 from lakeward.query.engines.base import Engine, EngineResult
-from lakeward.query.journal import Journal
+from lakeward.query.journal import ROLLED_BACK_ELSEWHERE, Journal
 from lakeward.query.metadata import (
     DEFAULT_WORKGROUP,
     MAX_QUERY_LENGTH,
@@ -407,6 +407,12 @@ class QueryService(MetadataOperations, PreparedOperations):
         reason: str | None,
         error: BaseException | None = None,
     ) -> None:
+        write = self.journal.committed(execution.id)
+        if write is not None and state != QueryState.SUCCEEDED:
+            try:  # it failed after its statement (writing its result, say)
+                write.roll_back()
+            except (LakewardError, OSError):  # the execution still ends
+                log.exception("rolling back the write of %s failed", execution.id)
         if state == QueryState.FAILED and reason:
             reason = athena_reason(reason, execution.query, execution.catalog)  # as Athena says
             kind = error_kind(reason, error)
@@ -424,7 +430,12 @@ class QueryService(MetadataOperations, PreparedOperations):
         # another process's polls).
         final = _copy(execution)
         final.state = state
-        self.store.save_execution(final)
+        if write is None or state != QueryState.SUCCEEDED:
+            self.store.save_execution(final)
+        elif not self.store.save_with_write(final):
+            # Another process took this one for dead and rolled the write back.
+            self._finish(execution, QueryState.FAILED, ROLLED_BACK_ELSEWHERE)
+            return
         execution.state = state  # last: a poll answered from memory sees the figures with it
         self._remember(execution)
 

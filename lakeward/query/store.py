@@ -232,6 +232,26 @@ class Store:
                 .values(**row)
             )
 
+    def save_with_write(self, execution: QueryExecution) -> bool:
+        """Record a finished execution and forget its committed write, in one transaction.
+
+        Both or neither: False, with nothing changed, if the write is no longer in
+        flight or the execution has ended already (another process, taking this one
+        for dead, rolled the write back or failed the execution).
+        """
+        row = _execution_row(execution)
+        with self._writer.connect() as conn, conn.begin() as transaction:
+            forgotten = conn.execute(delete(writes).where(writes.c.execution_id == execution.id))
+            saved = conn.execute(
+                update(executions)
+                .where(executions.c.id == execution.id, executions.c.state.in_(_UNFINISHED))
+                .values(**row)
+            )
+            if forgotten.rowcount == 1 and saved.rowcount == 1:
+                return True
+            transaction.rollback()
+            return False
+
     def execution(self, execution_id: str) -> QueryExecution | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(executions).where(executions.c.id == execution_id)).first()
@@ -397,7 +417,7 @@ class Store:
             conn.execute(update(writes).where(writes.c.execution_id == execution_id).values(values))
 
     def end_write(self, execution_id: str) -> bool:
-        """The write committed (or was rolled back): nothing of it is to be undone.
+        """The write was rolled back: nothing of it is left to undo.
 
         False if it was not in flight: another process rolled it back, taking its
         process for dead.
@@ -406,6 +426,12 @@ class Store:
             gone = delete(writes).where(writes.c.execution_id == execution_id)
             ended: int = conn.execute(gone).rowcount
         return ended > 0
+
+    def write_in_flight(self, execution_id: str) -> bool:
+        """Whether the write of ``execution_id`` is journaled (not rolled back)."""
+        query = select(writes.c.execution_id).where(writes.c.execution_id == execution_id)
+        with self.engine.connect() as conn:
+            return conn.execute(query).first() is not None
 
     def orphan_writes(self) -> list[dict[str, Any]]:
         """The writes whose process is no longer a live one (see ``fail_orphans``)."""

@@ -24,13 +24,13 @@ import pytest
 from lakeward.config import Settings
 from lakeward.metastore.client import MetastoreClient
 from lakeward.metastore.uris import metastore_uris
-from lakeward.query.journal import PAUSE_FOR_TESTS
+from lakeward.query.journal import PAUSE_AFTER_COMMIT, PAUSE_FOR_TESTS
 from lakeward.query.model import QueryExecution, QueryState, WorkGroup
 from lakeward.query.service import QueryService
 from lakeward.storage import decode_key
 from lakeward.storage.paths import lake_place
 from tests.helpers import over_stack
-from tests.query.support import lake_files, run, wait
+from tests.query.support import lake_files, local, run, wait
 
 pytestmark = pytest.mark.spark
 
@@ -188,31 +188,39 @@ time.sleep(3600)
 """
 
 
+@pytest.mark.parametrize("pause", [PAUSE_FOR_TESTS, PAUSE_AFTER_COMMIT])
 def test_a_write_whose_process_is_killed_is_rolled_back(
-    stack: Settings, tmp_path: Path, metastore: MetastoreClient
+    stack: Settings, tmp_path: Path, metastore: MetastoreClient, pause: str
 ) -> None:
-    """kill -9 of the process in the middle of a CTAS: its files, its table, gone."""
+    """kill -9 of the process in the middle of a CTAS: its files, its table, gone.
+
+    Killed before its commit, or after it but before its execution was saved SUCCEEDED:
+    either way it is all there with SUCCEEDED, or absent.
+    """
     name = unique("ctas_killed")
     sql = f"CREATE TABLE {name} AS SELECT * FROM {SOURCE}"
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(stack.data_dir), str(tmp_path), sql],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, PAUSE_FOR_TESTS: "600"},
+        env={**os.environ, pause: "600"},
         cwd=Path(__file__).parents[3],
     )
+    settings = over_stack(stack, tmp_path)
     try:
         assert child.stdout is not None
         execution_id = child.stdout.readline().strip()
         assert execution_id, "the child process did not start the CTAS"
+        staging = settings.data_dir / "query" / "staging" / execution_id
+        committed = pause == PAUSE_AFTER_COMMIT
         deadline = time.monotonic() + 300
-        while not metastore.table_exists("default", name):  # registered: paused before commit
+        # Registered, and paused before its commit; or committed (its staging removed).
+        while not metastore.table_exists("default", name) or (committed and staging.exists()):
             assert child.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
         location = metastore.table("default", name).location
-        settings = over_stack(stack, tmp_path)
-        staging = settings.data_dir / "query" / "staging" / execution_id
-        assert staging.is_dir()
+        assert any(p.is_file() for p in local(settings, location).rglob("*"))
+        assert staging.is_dir() != committed
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()

@@ -6,6 +6,7 @@ needs the real metastore or Spark: object events, partitions read by Spark, a ki
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import time
@@ -19,6 +20,7 @@ import pytest
 from lakeward.access.arns import catalog_arn, glue_table_arn, s3_arn, workgroup_arn
 from lakeward.errors import InvalidRequest
 from lakeward.metastore.tables import TableInfo
+from lakeward.query import service as service_module
 from lakeward.query.journal import PAUSE_FOR_TESTS
 from lakeward.query.model import QueryExecution, QueryState
 from lakeward.query.service import QueryService
@@ -277,6 +279,30 @@ def test_a_stopped_or_failing_write_leaves_nothing(
     assert not exists(sales, "stopped")
     results = execution.output_location.rsplit("/", 1)[0]
     assert lake_files(sales, f"{results}/tables/{execution.id}") == []
+
+
+def test_a_write_whose_result_cannot_be_saved_is_rolled_back(
+    sales: QueryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CTAS committed, then its result object could not be written: FAILED, and no
+    table, as Athena's query is all there with SUCCEEDED or absent."""
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(service_module.results, "write_results", disk_full)
+    execution = finish(sales, f"CREATE TABLE unsaved AS SELECT * FROM covid WHERE {IN_COUNTRIES}")
+    assert execution.state == QueryState.FAILED
+    assert "No space left on device" in (execution.state_change_reason or "")
+    assert not exists(sales, "unsaved")
+    results = execution.output_location.rsplit("/", 1)[0]
+    assert lake_files(sales, f"{results}/tables/{execution.id}") == []
+    assert not sales.store.write_in_flight(execution.id)
+    monkeypatch.undo()
+    # The same statement, once the result can be saved, creates the table.
+    again = succeeded(sales, f"CREATE TABLE unsaved AS SELECT * FROM covid WHERE {IN_COUNTRIES}")
+    assert table(sales, "unsaved").location == f"{results}/tables/{again.id}"
+    assert rows(sales, "SELECT count(DISTINCT country) FROM unsaved") == [[str(len(COUNTRIES))]]
 
 
 def allow(action: str, resource: str) -> dict[str, str]:
