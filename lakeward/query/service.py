@@ -198,7 +198,12 @@ class QueryService(MetadataOperations, PreparedOperations):
         principal = principal or current_principal.get()
         if client_request_token:
             known = self.store.execution_by_token(client_request_token)
-            if known is not None:
+            if known is not None:  # a retry: the same execution, authorized and audited anew
+                self.access.authorize(
+                    "athena:StartQueryExecution",
+                    workgroup_arn(known.workgroup),
+                    principal=principal,
+                )
                 return known.id
         if not query.strip():
             raise InvalidRequest("QueryString is empty")

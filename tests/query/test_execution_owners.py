@@ -148,3 +148,31 @@ def test_a_failed_query_says_what_athena_says(service: QueryService, sql: str, r
         current_principal.reset(token)
     assert execution.state == QueryState.FAILED
     assert execution.state_change_reason == reason
+
+
+def test_a_retried_start_is_authorized_and_audited_like_the_first(service: QueryService) -> None:
+    """A retry with the same ClientRequestToken (its answer was lost) names the same
+    execution; it is decided and audited as a call of its own, as any answered call is."""
+    service.access.principals.create_user("no_rights")
+    audit = service.access.audit
+
+    def starts() -> list[str]:  # the users, in order, of the recorded starts
+        records = audit.query(action="athena:StartQueryExecution", limit=10_000)
+        return [r.principal.rsplit("/", 1)[-1] for r in records]
+
+    before = starts()
+    token = current_principal.set("alice")
+    try:
+        first = service.start_query_execution("SELECT 4 AS n", client_request_token="retry-1")
+        again = service.start_query_execution("SELECT 4 AS n", client_request_token="retry-1")
+    finally:
+        current_principal.reset(token)
+    assert again == first
+    assert starts()[len(before) :] == ["alice", "alice"]
+    token = current_principal.set("no_rights")
+    try:
+        with pytest.raises(AccessDenied, match="athena:StartQueryExecution"):
+            service.start_query_execution("SELECT 4 AS n", client_request_token="retry-1")
+    finally:
+        current_principal.reset(token)
+    assert starts()[len(before) + 2 :] == ["no_rights"]
