@@ -58,7 +58,7 @@ from lakeward.query.model import (
 from lakeward.query.owners import check_reader, listed_owner, may_read
 from lakeward.query.planner import Planner, Run
 from lakeward.query.prepared import PreparedStatements, bound_statement
-from lakeward.query.presence import Presence
+from lakeward.query.presence import Presence, orphan_reason
 from lakeward.query.sql.queries import Statement
 from lakeward.query.statements import parse_statement
 from lakeward.query.statements.base import Command, Context
@@ -134,6 +134,7 @@ class QueryService(MetadataOperations, PreparedOperations):
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, int], threading.Semaphore] = {}
         self._ended = threading.Condition()  # notified when an execution of this process ends
+        self._closing = False  # set by close(): the executions it stops have not been cancelled
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
         spill = settings.data_dir / "query" / "spill"
         spill.mkdir(parents=True, exist_ok=True)
@@ -167,8 +168,10 @@ class QueryService(MetadataOperations, PreparedOperations):
         self.journal.roll_back_orphans(self.catalogs.catalog)
 
     def close(self) -> None:
+        self._closing = True
         for execution_id in list(self._runs):
-            self.stop_query_execution(execution_id)
+            self._stop_here(execution_id)
+            self.store.request_stop(execution_id)  # repeated until it ends (presence.py)
         self._pool.shutdown(wait=True, cancel_futures=True)
         self.presence.close()
         for engine in self._engines.values():
@@ -336,7 +339,7 @@ class QueryService(MetadataOperations, PreparedOperations):
         queued_at = time.monotonic()
         while not slot.acquire(timeout=0.2):
             if run.cancelled.is_set():
-                self._finish(execution, QueryState.CANCELLED, "stopped by the user")
+                self._finish(execution, *self._stopped())
                 return
         try:
             # This process's slot bounds its threads; the state database's count of
@@ -350,7 +353,7 @@ class QueryService(MetadataOperations, PreparedOperations):
                     break
             execution.statistics.queue_ms = _ms(time.monotonic() - queued_at)
             if run.cancelled.is_set():
-                self._finish(execution, QueryState.CANCELLED, "stopped by the user")
+                self._finish(execution, *self._stopped())
                 return
             execution.state = QueryState.RUNNING
             self.store.save_execution(execution)
@@ -379,7 +382,7 @@ class QueryService(MetadataOperations, PreparedOperations):
                 execution.statistics.update_count = result.update_count
         except LakewardError as exc:
             if run.cancelled.is_set():
-                self._finish(execution, QueryState.CANCELLED, "stopped by the user")
+                self._finish(execution, *self._stopped())
             elif run.timed_out.is_set():
                 self._finish(
                     execution,
@@ -391,10 +394,11 @@ class QueryService(MetadataOperations, PreparedOperations):
             return
         except Exception as exc:  # an engine's own error: the query fails, the service goes on
             log.exception("query %s failed", execution.id)
-            reason = (
-                "stopped by the user" if run.cancelled.is_set() else f"{type(exc).__name__}: {exc}"
+            state, reason = (
+                self._stopped()
+                if run.cancelled.is_set()
+                else (QueryState.FAILED, f"{type(exc).__name__}: {exc}")
             )
-            state = QueryState.CANCELLED if run.cancelled.is_set() else QueryState.FAILED
             if run.timed_out.is_set():
                 state, reason = (
                     QueryState.FAILED,
@@ -546,6 +550,13 @@ class QueryService(MetadataOperations, PreparedOperations):
         # that came before the engine had the query is not lost. An execution that has
         # ended has nothing to stop, and Athena says nothing.
         self.store.request_stop(execution_id)
+
+    def _stopped(self) -> tuple[QueryState, str]:
+        """How a stopped execution ends: CANCELLED if a user stopped it; FAILED, naming
+        the cause, if this process is stopping (its supervisor died, say)."""
+        if self._closing:
+            return QueryState.FAILED, orphan_reason(self.presence.id, "was stopped")
+        return QueryState.CANCELLED, "stopped by the user"
 
     def _stop_here(self, execution_id: str) -> bool:
         """Stop an execution if this process runs it; False if it does not."""

@@ -6,6 +6,8 @@ with two users of the same workgroup and a reviewer allowed others' executions.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,3 +178,27 @@ def test_a_retried_start_is_authorized_and_audited_like_the_first(service: Query
     finally:
         current_principal.reset(token)
     assert starts()[len(before) + 2 :] == ["no_rights"]
+
+
+def test_a_query_stopped_by_its_process_stopping_fails_naming_that(tmp_path: Path) -> None:
+    """A worker stopping (its supervisor died, say) ends its queries FAILED with that
+    cause, not CANCELLED as if a user had stopped them."""
+    settings = load_settings(data_dir=tmp_path / "data", env={})
+    settings.data_dir.mkdir(parents=True)
+    stopping = QueryService(settings, owner=True)
+    slow = (
+        "WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 1000000000) "
+        "SELECT count(*) FROM t"
+    )
+    execution_id = stopping.start_query_execution(slow)
+    deadline = time.monotonic() + 60
+    while stopping.get_query_execution(execution_id).state != QueryState.RUNNING:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    stopping.close()
+    execution = stopping.store.execution(execution_id)
+    assert execution is not None and execution.state == QueryState.FAILED
+    assert execution.state_change_reason == (
+        f"the server process running the query (pid {os.getpid()} on {socket.gethostname()}) "
+        "was stopped; run it again"
+    )
