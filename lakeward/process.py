@@ -44,11 +44,12 @@ def exit_cause(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-def die_with_parent() -> None:
-    """Have the kernel send this process SIGTERM when its parent dies (Linux)."""
+def die_with_parent(dies: bool = True) -> None:
+    """Have the kernel send this process SIGTERM when its parent dies (Linux); with
+    ``dies`` false, no longer."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM if dies else 0)
     except (OSError, AttributeError):  # not Linux: the parent's stop still ends us
         pass
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -31,6 +33,9 @@ from lakeward.metastore.uris import metastore_uris
 from lakeward.query.catalogs import DEFAULT_CATALOG
 from lakeward.query.service import QueryService
 
+DRAIN_SECONDS = 5.0
+"""Seconds a stopping server process gives its running queries to finish."""
+
 
 def create_app(
     settings: Settings, *, process: str | None = None, relay: EventSink | None = None
@@ -55,7 +60,9 @@ def create_app(
     install_docs(app)
     app.state.settings = settings
     app.state.query_service = service
-    app.router.add_event_handler("shutdown", service.close)
+    # A stopping worker lets its running queries finish first, within the supervisor's
+    # patience (supervisor.STOP_TIMEOUT).
+    app.router.add_event_handler("shutdown", partial(service.close, grace=DRAIN_SECONDS))
 
     @app.exception_handler(LakewardError)
     async def _lakeward_error(_request: Request, exc: LakewardError) -> JSONResponse:

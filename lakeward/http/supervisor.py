@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakeward.config import Settings
 from lakeward.process import die_with_parent, exit_cause
@@ -73,15 +73,20 @@ class Slot:
     restarts: int = 0
 
 
+def read_record(settings: Settings) -> dict[str, Any]:
+    """What the running supervisor last recorded: its pid, its workers, its spare
+    ({} if none runs)."""
+    try:
+        record = json.loads((settings.data_dir / "run" / WORKERS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def read_workers(settings: Settings) -> list[dict[str, object]]:
     """The workers as the supervisor last recorded them ([] if it is not running)."""
-    try:
-        workers: list[dict[str, object]] = json.loads(
-            (settings.data_dir / "run" / WORKERS_FILE).read_text()
-        )["workers"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    return workers
+    workers = read_record(settings).get("workers")
+    return workers if isinstance(workers, list) else []
 
 
 class Supervisor:

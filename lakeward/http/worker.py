@@ -4,16 +4,25 @@ It reads its configuration from stdin (the settings hold the API's secret, so
 not from argv), builds the application, waits for the word ``serve`` (a spare
 waits until a worker dies), serves the application on the listening socket it inherited,
 and answers with its pid in ``X-Lakeward-Worker`` so that a client (or a test)
-can tell which process answered. It stops when the supervisor dies, so a
-killed supervisor never leaves workers serving on their own.
+can tell which process answered.
+
+A worker whose supervisor dies (killed, say) hands over instead of stopping at once:
+it keeps serving until the supervisor the keeper starts in its place has its own
+workers serving, then stops as it would at ``lakeward down``. So the server answers
+throughout. It stops at once if the keeper is gone too (nothing will replace it), and
+after ``HANDOVER_LIMIT`` s in any case, so that a worker never serves on its own for long.
+Before it serves, a worker still dies with its supervisor.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
+import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -23,9 +32,12 @@ import uvicorn
 from lakeward.config import Settings
 from lakeward.http import create_app
 from lakeward.http.relay import RelayClient
-from lakeward.process import die_with_parent
+from lakeward.http.supervisor import read_record
+from lakeward.process import ManagedProcess, die_with_parent
 
 WORKER_HEADER = "x-lakeward-worker"
+
+log = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -52,8 +64,36 @@ def tag_responses(app: Asgi, pid: int) -> Asgi:
     return tagged
 
 
+HANDOVER_LIMIT = 60.0
+"""Seconds a worker whose supervisor died serves at most, waiting for its successors."""
+LOOK_EVERY = 0.1
+
+
+def hand_over_when_orphaned(server: uvicorn.Server, settings: Settings, supervisor: int) -> None:
+    """Once the supervisor is gone, stop ``server`` when a new supervisor's workers serve."""
+    while os.getppid() == supervisor:
+        if server.should_exit:
+            return
+        time.sleep(LOOK_EVERY)
+    log.warning("worker %d: its supervisor died; it serves until its successors do", os.getpid())
+    keeper = ManagedProcess("server", settings.data_dir / "run")
+    deadline = time.monotonic() + HANDOVER_LIMIT
+    while time.monotonic() < deadline and keeper.pid() is not None:
+        record = read_record(settings)
+        workers = record.get("workers") or []
+        if (
+            record.get("supervisor") not in (None, supervisor)
+            and workers
+            and all(w.get("state") == "running" for w in workers)
+        ):
+            break
+        time.sleep(LOOK_EVERY)
+    server.should_exit = True
+
+
 def main() -> None:
     die_with_parent()
+    supervisor = os.getppid()
     config = json.loads(sys.stdin.readline())
     settings = Settings.model_validate({**config["settings"], "data_dir": Path(config["data_dir"])})
     relay = RelayClient(config["relay"], bytes.fromhex(config["key"]))
@@ -65,6 +105,11 @@ def main() -> None:
     server = uvicorn.Server(
         uvicorn.Config(tag_responses(app, os.getpid()), log_level="warning", lifespan="on")
     )
+    die_with_parent(False)  # it serves: a supervisor that dies is handed over to
+    watch = threading.Thread(
+        target=hand_over_when_orphaned, args=(server, settings, supervisor), daemon=True
+    )
+    watch.start()
     server.run(sockets=[listener])
 
 

@@ -167,7 +167,12 @@ class QueryService(MetadataOperations, PreparedOperations):
         """Undo the writes (files, a CTAS's table) of processes that are gone."""
         self.journal.roll_back_orphans(self.catalogs.catalog)
 
-    def close(self) -> None:
+    def close(self, grace: float = 0.0) -> None:
+        """Stop; executions still running after ``grace`` s end FAILED, naming the stop."""
+        deadline = time.monotonic() + grace
+        with self._ended:
+            while self._runs and time.monotonic() < deadline:
+                self._ended.wait(deadline - time.monotonic())
         self._closing = True
         for execution_id in list(self._runs):
             self._stop_here(execution_id)
