@@ -1,12 +1,13 @@
 """``lakeward serve``'s outermost process: it binds the server's port once and keeps a
 supervisor (supervisor.py) running on it.
 
-A supervisor killed or crashed takes its workers with it (they die with their
-parent); the keeper starts another at once on the same listening socket, so
-connections made meanwhile wait in the socket's backlog instead of being refused,
-and the server answers again as soon as the new workers have started. A supervisor
-that keeps dying right after starting is restarted less and less often (up to every
-``MAX_DELAY`` s), with the cause in the server's log.
+The keeper starts another supervisor at once when one is killed or crashes, on the
+same listening socket, so connections made meanwhile wait in the socket's backlog
+instead of being refused. The dead supervisor's workers serve until the new one's do
+(worker.py), so the server answers throughout; if they died too, it answers again as
+soon as the new workers have started. A supervisor
+that had served is replaced at once; one that keeps dying before it serves is restarted
+less and less often (up to every ``MAX_DELAY`` s), with the cause in the server's log.
 
 The keeper does nothing else, so that there is as little as possible to go wrong in
 the one process nothing restarts. Stopping it (SIGTERM or SIGINT, as ``lakeward
@@ -27,6 +28,7 @@ from types import FrameType
 
 from lakeward.config import Settings
 from lakeward.errors import StackError
+from lakeward.http.supervisor import read_record
 from lakeward.process import exit_cause
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,15 @@ FIRST_DELAY = 0.1
 MAX_DELAY = 30.0
 STEADY = 30.0
 """A supervisor that lived this long died by accident, not by a fault it will meet again."""
+
+
+def next_start(failures: int, served: bool, lived: float) -> tuple[int, float]:
+    """After a supervisor died: the failures in a row so far, and the seconds to wait
+    before the next. One that had served was killed, not failing to start: at once."""
+    if served:
+        return 0, 0.0
+    failures = failures + 1 if lived < STEADY else 1
+    return failures, min(MAX_DELAY, FIRST_DELAY * 2 ** (failures - 1))
 
 
 class Keeper:
@@ -66,8 +77,8 @@ class Keeper:
                 code = self._child.wait()
                 if self._stopping.is_set():
                     break
-                failures = failures + 1 if time.monotonic() - started < STEADY else 1
-                delay = min(MAX_DELAY, FIRST_DELAY * 2 ** (failures - 1))
+                served = read_record(self.settings).get("supervisor") == self._child.pid
+                failures, delay = next_start(failures, served, time.monotonic() - started)
                 log.warning(
                     "the supervisor %s; starting another in %.1f s", exit_cause(code), delay
                 )

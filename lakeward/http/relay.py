@@ -15,10 +15,13 @@ import logging
 import secrets
 import threading
 from multiprocessing.connection import Client, Connection, Listener
+from typing import TYPE_CHECKING
 
-from lakeward.erasure.realtime import Parsed
 from lakeward.errors import Unavailable
-from lakeward.http.events import EventSink
+
+if TYPE_CHECKING:  # the supervisor starts its workers before it loads the rest
+    from lakeward.erasure.realtime import Parsed
+    from lakeward.http.events import EventSink
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +29,8 @@ log = logging.getLogger(__name__)
 class RelayServer:
     """In the supervisor: takes the workers' notifications and gives them to ``indexer``."""
 
-    def __init__(self, indexer: EventSink) -> None:
+    def __init__(self, indexer: EventSink | None = None) -> None:
+        self._ready = threading.Event()
         self.indexer = indexer
         self.key = secrets.token_bytes(32)
         self.address = f"\0lakeward-events-{secrets.token_hex(8)}"  # abstract: no file
@@ -49,8 +53,21 @@ class RelayServer:
                     parsed = conn.recv()
                 except (EOFError, OSError):
                     return  # the worker went away
+                self._ready.wait()
+                assert self.indexer is not None
                 self.indexer.accept(parsed)
                 conn.send(True)
+
+    @property
+    def indexer(self) -> EventSink | None:
+        return self._indexer
+
+    @indexer.setter
+    def indexer(self, indexer: EventSink | None) -> None:
+        """Set before a worker serves (a worker's notification waits for it)."""
+        self._indexer = indexer
+        if indexer is not None:
+            self._ready.set()
 
     def close(self) -> None:
         self._closed = True

@@ -111,10 +111,7 @@ class Supervisor:
         self._file = settings.data_dir / "run" / WORKERS_FILE
 
     def run(self) -> None:
-        from lakeward.access.control import AccessControl
-        from lakeward.http.background import Background
         from lakeward.http.relay import RelayServer
-        from lakeward.query.service import QueryService
 
         listener = self.listener or socket.create_server(
             (self.settings.server.host, self.port), backlog=2048
@@ -122,15 +119,24 @@ class Supervisor:
         listener.set_inheritable(True)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._stop)
+        relay = RelayServer()  # its indexer comes below, before any worker serves
+        # The workers start first: each loads the application (seconds) while this
+        # process loads its own services, instead of after it.
+        launched = [self._launch(listener, relay) for _ in range(self.count)]
+
+        from lakeward.access.control import AccessControl
+        from lakeward.http.background import Background
+        from lakeward.query.service import QueryService
+
         access = AccessControl(self.settings)
         # The stack's catalog is registered here, once; its BI refreshes run queries here.
         queries = QueryService(self.settings, access=access, owner=True)
         background = Background(self.settings, access, queries)
         background.start()
-        relay = RelayServer(background.indexer)
+        relay.indexer = background.indexer
         try:
-            for index in range(1, self.count + 1):
-                self.slots.append(Slot(index, self._serve(self._launch(listener, relay))))
+            for index, process in enumerate(launched, start=1):
+                self.slots.append(Slot(index, self._serve(process)))
             self._write()
             log.warning(
                 "serving on %s:%d with %d workers", self.settings.server.host, self.port, self.count

@@ -11,7 +11,7 @@ import base64
 import uuid
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakeward.access import Authorizer
 from lakeward.access.arns import catalog_arn, workgroup_arn
@@ -31,7 +31,10 @@ from lakeward.query.prepared import PreparedStatement, PreparedStatements
 from lakeward.query.store import Store
 from lakeward.query.view_definitions import described
 from lakeward.query.workgroups import WorkGroups, check
-from lakeward.storage.paths import public_uri
+from lakeward.storage.paths import lake_place, public_uri
+
+if TYPE_CHECKING:
+    from lakeward.storage import Storage
 
 DEFAULT_WORKGROUP = "primary"
 MAX_QUERY_LENGTH = 262_144
@@ -229,6 +232,23 @@ class PreparedOperations:
 def default_output_location(settings: Settings, workgroup: str) -> str:
     """Where a workgroup without an OutputLocation of its own keeps its results."""
     return public_uri(settings, settings.lake.data_bucket, f"query-results/{workgroup}")
+
+
+def output_location_of(
+    settings: Settings, storage: Storage, group: WorkGroup, requested: str | None
+) -> str:
+    """Where an execution of ``group`` keeps its result, ``requested`` or not."""
+    default = default_output_location(settings, group.name)
+    # An enforcing workgroup's location is its own, or the default GetWorkGroup reports.
+    if group.enforce_configuration or not requested:
+        return (group.output_location or default).rstrip("/")
+    requested = requested.rstrip("/")
+    place = lake_place(settings, requested)
+    if place is None or not place[0]:
+        raise InvalidRequest(f"OutputLocation {requested} is not in the lake")
+    if place[0] not in storage.buckets():
+        raise InvalidRequest(f"OutputLocation {requested}: the lake has no bucket {place[0]}")
+    return requested
 
 
 def next_token_at(offset: int) -> str:

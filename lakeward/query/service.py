@@ -43,9 +43,9 @@ from lakeward.query.metadata import (
     MAX_QUERY_LENGTH,
     MetadataOperations,
     PreparedOperations,
-    default_output_location,
     next_token_at,
     offset_of,
+    output_location_of,
 )
 from lakeward.query.model import (
     DataCatalog,
@@ -246,7 +246,7 @@ class QueryService(MetadataOperations, PreparedOperations):
         caller = getattr(identity, "name", None) or principal
         for used in sorted(_catalogs_used(statement, catalog)):
             self.access.authorize("lakeward:UseCatalog", catalog_arn(used), principal=principal)
-        location = self._output_location(group, output_location)
+        location = output_location_of(self.settings, self.storage, group, output_location)
         submitted = _now()
         execution = QueryExecution(
             id=str(uuid.uuid4()),
@@ -303,20 +303,6 @@ class QueryService(MetadataOperations, PreparedOperations):
 
     def _authorizer(self, principal: str) -> Callable[[str, str], object]:
         return lambda action, resource: self.access.authorize(action, resource, principal=principal)
-
-    def _output_location(self, group: WorkGroup, requested: str | None) -> str:
-        settings = self.settings
-        default = default_output_location(settings, group.name)
-        # An enforcing workgroup's location is its own, or the default GetWorkGroup reports.
-        if group.enforce_configuration or not requested:
-            return (group.output_location or default).rstrip("/")
-        requested = requested.rstrip("/")
-        place = lake_place(settings, requested)
-        if place is None or not place[0]:
-            raise InvalidRequest(f"OutputLocation {requested} is not in the lake")
-        if place[0] not in self.storage.buckets():
-            raise InvalidRequest(f"OutputLocation {requested}: the lake has no bucket {place[0]}")
-        return requested
 
     def _reusable(
         self, execution: QueryExecution, statement: Statement | Command, max_age: int | None
@@ -385,34 +371,27 @@ class QueryService(MetadataOperations, PreparedOperations):
             execution.statistics.data_scanned_bytes = result.bytes_scanned or scanned
             if result.update_count is not None:
                 execution.statistics.update_count = result.update_count
-        except LakewardError as exc:
-            if run.cancelled.is_set():
-                self._finish(execution, *self._stopped())
-            elif run.timed_out.is_set():
-                self._finish(
-                    execution,
-                    QueryState.FAILED,
-                    f"timed out after {run.group.timeout_seconds:g} s (the workgroup's limit)",
-                )
-            else:
-                self._finish(execution, QueryState.FAILED, exc.message, exc)
-            return
-        except Exception as exc:  # an engine's own error: the query fails, the service goes on
-            log.exception("query %s failed", execution.id)
-            state, reason = (
-                self._stopped()
-                if run.cancelled.is_set()
-                else (QueryState.FAILED, f"{type(exc).__name__}: {exc}")
-            )
-            if run.timed_out.is_set():
-                state, reason = (
-                    QueryState.FAILED,
-                    f"timed out after {run.group.timeout_seconds:g} s",
-                )
-            self._finish(execution, state, reason, exc)
+        except Exception as exc:  # the statement's error, or an engine's: the service goes on
+            if not isinstance(exc, LakewardError):
+                log.exception("query %s failed", execution.id)
+            self._finish(execution, *self._failure(run, exc))
             return
         execution.statistics.engine_execution_ms = _ms(time.monotonic() - started)
         self._finish(execution, QueryState.SUCCEEDED, None)
+
+    def _failure(
+        self, run: _Execution, exc: Exception
+    ) -> tuple[QueryState, str, BaseException | None]:
+        """How an execution whose statement raised ``exc`` ends: its state, its reason and
+        the error that classifies it (none when it was stopped or timed out)."""
+        if run.cancelled.is_set():
+            return *self._stopped(), None
+        if run.timed_out.is_set():
+            limit = f"timed out after {run.group.timeout_seconds:g} s (the workgroup's limit)"
+            return QueryState.FAILED, limit, None
+        if isinstance(exc, LakewardError):
+            return QueryState.FAILED, exc.message, exc
+        return QueryState.FAILED, f"{type(exc).__name__}: {exc}", exc
 
     def _finish(
         self,

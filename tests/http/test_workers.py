@@ -27,6 +27,7 @@ from lakeward.access.control import AccessControl
 from lakeward.config import Settings, load_settings
 from lakeward.erasure.realtime.status import read_status
 from lakeward.erasure.realtime.webhook import webhook_token
+from lakeward.http.keeper import MAX_DELAY, STEADY, next_start
 from lakeward.http.supervisor import WORKERS_FILE, Supervisor, read_workers
 from lakeward.http.worker import WORKER_HEADER
 from lakeward.process import free_port
@@ -471,3 +472,17 @@ def test_a_taken_port_is_named_when_the_server_starts(tmp_path: Path) -> None:
     assert failed.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in failed.stderr
     assert "server.port" in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_a_supervisor_that_served_is_replaced_at_once_one_failing_to_start_ever_later() -> None:
+    # Killed after it served, however often: no wait, and no crash loop counted.
+    assert next_start(5, served=True, lived=2.0) == (0, 0.0)
+    # Dying before it serves: 0.1 s, then twice as long each time, up to MAX_DELAY.
+    waits = []
+    failures = 0
+    for _ in range(12):
+        failures, delay = next_start(failures, served=False, lived=1.0)
+        waits.append(delay)
+    assert waits[:4] == [0.1, 0.2, 0.4, 0.8] and waits[-1] == MAX_DELAY
+    # One that lived long before it died starts the count again.
+    assert next_start(7, served=False, lived=STEADY + 1) == (1, 0.1)

@@ -1,0 +1,573 @@
+"""The soak scenario: a mixed workload against a running server for a while, processes
+killed and paused at random meanwhile, then the invariants a user relies on, checked.
+
+Used by bench/soak.py (runs of any length, with their figures) and tests/test_soak.py
+(a short run with a fixed seed, asserting that every invariant held), as ``bench._soak``.
+
+Clients are real boto3 Athena clients, one per thread, each with its own connections:
+SELECTs whose answer is known, CTAS, INSERT and views over the stack's covid table. The
+fault thread kills (SIGKILL) or pauses (SIGSTOP, then SIGCONT) one of the server's
+processes every few seconds, by a seeded random choice, and measures how long the
+server then takes to answer again. Every execution and every answered call is recorded;
+``check`` then says, for each invariant, "held" or what broke it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lakeward.config import Settings
+from lakeward.http.supervisor import WORKERS_FILE
+from lakeward.metastore.node import MetastoreNode
+from lakeward.process import is_running, port_is_free
+from lakeward.stack import Stack
+
+TABLE = "covid_confirmed_cases"
+COUNTRIES = ("Italy", "Spain", "France", "Germany", "Japan", "Brazil", "India", "Canada")
+DONE = ("SUCCEEDED", "FAILED", "CANCELLED")
+SERVER_FAULTS = ("worker_kill", "worker_pause", "supervisor_kill", "server_kill")
+METASTORE_FAULT = "metastore_kill"
+WORKLOAD = (("select", 5), ("ctas", 2), ("insert", 2), ("view", 1))
+"""Statement kinds and their weights in each client's random choice."""
+CALL_PATIENCE = 90.0
+"""Seconds a client keeps retrying one call through faults before it records an error."""
+
+
+@dataclass
+class Statement:
+    """One statement a client ran, and what became of it."""
+
+    kind: str  # select | ctas | insert | view
+    sql: str
+    country: str
+    table: str | None = None  # the table a CTAS made, or a view
+    execution_id: str | None = None
+    state: str | None = None
+    reason: str | None = None
+    update_count: int | None = None
+    wrong_answer: str | None = None  # a SUCCEEDED SELECT whose rows are not the known ones
+    error: str | None = None  # no answer within CALL_PATIENCE, or a refusal to start
+
+
+@dataclass
+class Fault:
+    kind: str
+    at: float  # seconds into the run
+    pid: int
+    back_after: float | None = None  # seconds until the server answered again (kills)
+
+
+@dataclass
+class Report:
+    seconds: float = 0.0
+    statements: list[Statement] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    answered: list[tuple[str, str]] = field(default_factory=list)  # request id, call: outcome
+    bodiless: list[str] = field(default_factory=list)  # answers that lacked their body
+    samples: list[tuple[float, int, int]] = field(default_factory=list)  # t, rss kB, fds
+    invariants: dict[str, str] = field(default_factory=dict)
+
+    def per_minute(self) -> dict[str, float]:
+        """SUCCEEDED statements per minute, by kind."""
+        done = Counter(s.kind for s in self.statements if s.state == "SUCCEEDED")
+        minutes = max(self.seconds, 1.0) / 60
+        return {kind: done[kind] / minutes for kind, _ in WORKLOAD}
+
+
+class _Calls:
+    """A client's calls, retried through faults, every answer's request id recorded."""
+
+    def __init__(self, settings: Settings, report: Report, lock: threading.Lock) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.client = boto3.client(
+            "athena",
+            endpoint_url=settings.server_url,
+            region_name="us-east-1",
+            aws_access_key_id=settings.api.access_key_id,
+            aws_secret_access_key=settings.api.secret_access_key,
+            config=Config(retries={"max_attempts": 1}, connect_timeout=3, read_timeout=30),
+        )
+        self.report, self.lock = report, lock
+        self.raw: tuple[int, bytes] | None = None  # the last answer as it came
+        self.client.meta.events.register("after-call.athena", self._keep_raw)
+
+    def _keep_raw(self, http_response: Any, **_: Any) -> None:
+        self.raw = (http_response.status_code, http_response.content[:300])
+
+    def __call__(self, operation: str, **params: Any) -> dict[str, Any]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        deadline = time.monotonic() + CALL_PATIENCE
+        while True:
+            try:
+                response: dict[str, Any] = getattr(self.client, operation)(**params)
+            except ClientError as exc:
+                self._answered(operation, exc.response)
+                code = exc.response.get("Error", {}).get("Code", "")
+                if code in ("ThrottlingException", "TooManyRequestsException"):
+                    time.sleep(0.2)
+                    continue
+                raise
+            except BotoCoreError:  # no answer: the process that had the call died
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+                continue
+            self._answered(operation, response)
+            if set(response) == {"ResponseMetadata"}:  # an answer without its body
+                with self.lock:
+                    self.report.bodiless.append(f"{operation}: {self.raw}")
+                continue
+            return response
+
+    def _answered(self, operation: str, response: dict[str, Any]) -> None:
+        request_id = response.get("ResponseMetadata", {}).get("RequestId")
+        outcome = response.get("Error", {}).get("Code", "answered")
+        with self.lock:
+            if request_id:
+                self.report.answered.append((request_id, f"{operation}: {outcome}"))
+
+
+class Soak:
+    def __init__(self, settings: Settings, seed: int, clients: int = 4, every: float = 6.0) -> None:
+        self.settings = settings
+        self.seed, self.clients, self.every = seed, clients, every
+        self.run_id = f"soak_{seed}_{uuid.uuid4().hex[:6]}"
+        self.report = Report()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.seen: set[int] = set()  # the pids of the server's processes during the run
+        self.known: dict[str, tuple[int, int]] = {}  # country -> (rows, confirmed)
+        self.log_table = f"{self.run_id}_log"
+        metastore_nodes = settings.metastore.nodes if settings.metastore.port else 0
+        self.faults = SERVER_FAULTS + ((METASTORE_FAULT,) if metastore_nodes > 1 else ())
+
+    # -- the run ------------------------------------------------------------
+
+    def run(self, seconds: float) -> Report:
+        calls = _Calls(self.settings, self.report, self.lock)
+        self._prepare(calls)
+        started = time.monotonic()
+        threads = [
+            threading.Thread(target=self._client, args=(i,), name=f"soak-client-{i}")
+            for i in range(self.clients)
+        ]
+        threads.append(threading.Thread(target=self._fault_loop, args=(started,), name="faults"))
+        threads.append(threading.Thread(target=self._sample_loop, args=(started,), name="sample"))
+        for thread in threads:
+            thread.start()
+        self.stopping.wait(seconds)
+        self.stopping.set()
+        for thread in threads:
+            thread.join()
+        self.report.seconds = time.monotonic() - started
+        return self.report
+
+    def _prepare(self, calls: _Calls) -> None:
+        """The known answers, before any fault; the INSERTs' table, empty."""
+        in_list = ", ".join(f"'{c}'" for c in COUNTRIES)
+        rows = self._rows(
+            calls,
+            f"SELECT country, count(*), sum(confirmed) FROM {TABLE} "
+            f"WHERE country IN ({in_list}) GROUP BY country",
+        )
+        self.known = {r[0]: (int(r[1]), int(r[2])) for r in rows}
+        missing = set(COUNTRIES) - set(self.known)
+        if missing:
+            raise RuntimeError(f"the table {TABLE} has no rows for {sorted(missing)}")
+        statement = Statement(
+            "ctas", f"CREATE TABLE {self.log_table} AS {self._source('Italy')} AND 1 = 0", ""
+        )
+        self._execute(calls, statement)
+        if statement.state != "SUCCEEDED":
+            raise RuntimeError(f"cannot create {self.log_table}: {statement.reason}")
+
+    def _source(self, country: str) -> str:
+        return (
+            f"SELECT province_state, country, date, confirmed FROM {TABLE} "
+            f"WHERE country = '{country}'"
+        )
+
+    def _client(self, index: int) -> None:
+        rng = random.Random(self.seed * 1000 + index)
+        calls = _Calls(self.settings, self.report, self.lock)
+        kinds = [k for k, _ in WORKLOAD]
+        weights = [w for _, w in WORKLOAD]
+        number = 0
+        while not self.stopping.is_set():
+            number += 1
+            kind = rng.choices(kinds, weights)[0]
+            country = rng.choice(COUNTRIES)
+            statement = self._statement(kind, country, f"c{index}_{number}")
+            self._execute(calls, statement, check=True)
+            with self.lock:
+                self.report.statements.append(statement)
+
+    def _statement(self, kind: str, country: str, suffix: str) -> Statement:
+        if kind == "select":
+            sql = f"SELECT count(*), sum(confirmed) FROM {TABLE} WHERE country = '{country}'"
+            return Statement(kind, sql, country)
+        if kind == "ctas":
+            name = f"{self.run_id}_{suffix}"
+            return Statement(kind, f"CREATE TABLE {name} AS {self._source(country)}", country, name)
+        if kind == "insert":
+            sql = f"INSERT INTO {self.log_table} {self._source(country)}"
+            return Statement(kind, sql, country, self.log_table)
+        name = f"{self.run_id}_view_{suffix.split('_')[0]}"
+        sql = (
+            f"CREATE OR REPLACE VIEW {name} AS SELECT count(*) AS n, sum(confirmed) AS total "
+            f"FROM ({self._source(country)})"
+        )
+        return Statement(kind, sql, country, name)
+
+    def _execute(self, calls: _Calls, statement: Statement, check: bool = False) -> None:
+        """Run ``statement`` to its end; with ``check``, compare its answer with the known."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            started = calls(
+                "start_query_execution",
+                QueryString=statement.sql,
+                # One token for every attempt: a start retried after its answer was lost
+                # is the same execution, not a second one.
+                ClientRequestToken=str(uuid.uuid4()),
+                QueryExecutionContext={"Database": self.settings.covid.database},
+            )
+            statement.execution_id = started["QueryExecutionId"]
+            status = self._wait(calls, statement.execution_id)
+            statement.state, statement.reason = status["State"], status.get("StateChangeReason")
+            if check and statement.state == "SUCCEEDED":
+                self._check_answer(calls, statement)
+        except (BotoCoreError, ClientError) as exc:
+            statement.error = f"{type(exc).__name__}: {exc}"
+
+    def _wait(self, calls: _Calls, execution_id: str) -> dict[str, Any]:
+        while True:
+            response = calls("get_query_execution", QueryExecutionId=execution_id)
+            status: dict[str, Any] = response["QueryExecution"]["Status"]
+            if status["State"] in DONE:
+                return status
+            time.sleep(0.05)
+
+    def _check_answer(self, calls: _Calls, statement: Statement) -> None:
+        assert statement.execution_id is not None
+        rows, confirmed = self.known[statement.country]
+        if statement.kind in ("select", "view"):
+            if statement.kind == "view":
+                assert statement.table is not None
+                view = Statement("select", f"SELECT n, total FROM {statement.table}", "")
+                self._execute(calls, view)
+                if view.state != "SUCCEEDED":
+                    return  # the view's own query failed (a fault): it names its cause
+                answer = self._rows(calls, None, view.execution_id)  # only its client replaces it
+                if answer != [[str(rows), str(confirmed)]]:
+                    statement.wrong_answer = f"the view gave {answer}, not [[{rows}, {confirmed}]]"
+                return
+            answer = self._rows(calls, None, statement.execution_id)
+            if answer != [[str(rows), str(confirmed)]]:
+                statement.wrong_answer = f"{answer}, not [[{rows}, {confirmed}]]"
+            return
+        result = calls("get_query_results", QueryExecutionId=statement.execution_id)
+        statement.update_count = result.get("UpdateCount")
+        if statement.update_count != rows:
+            statement.wrong_answer = f"UpdateCount {statement.update_count}, not {rows}"
+
+    def _rows(
+        self,
+        calls: _Calls,
+        sql: str | None,
+        execution_id: str | None = None,
+        header: bool = True,
+    ) -> list[Any]:
+        """The data rows of ``sql`` run now (or of a finished ``execution_id``), all pages.
+        A SELECT's first row names its columns (``header``); a SHOW's does not, as in Athena."""
+        if sql is not None:
+            for _attempt in range(3):  # a query failed by a fault says "run it again"
+                statement = Statement("select", sql, "")
+                self._execute(calls, statement)
+                if not (statement.reason or "").endswith("run it again"):
+                    break
+            if statement.state != "SUCCEEDED":
+                raise RuntimeError(
+                    f"{sql}: {statement.state} {statement.reason or statement.error}"
+                )
+            execution_id = statement.execution_id
+        rows: list[Any] = []
+        token: dict[str, str] = {}
+        while True:
+            page = calls("get_query_results", QueryExecutionId=execution_id, **token)
+            data = page["ResultSet"]["Rows"]
+            rows += [[c.get("VarCharValue") for c in r["Data"]] for r in data]
+            if "NextToken" not in page:
+                return rows[1:] if header else rows
+            token = {"NextToken": page["NextToken"]}
+
+    # -- faults -------------------------------------------------------------
+
+    def _fault_loop(self, started: float) -> None:
+        rng = random.Random(self.seed)
+        while not self.stopping.wait(self.every * rng.uniform(0.5, 1.5)):
+            kind = rng.choice(self.faults)
+            try:
+                fault = self._inject(kind, rng, time.monotonic() - started)
+            except ProcessLookupError:
+                continue  # it died meanwhile (replaced after another fault)
+            if fault is not None:
+                with self.lock:
+                    self.report.faults.append(fault)
+
+    def _server_pids(self) -> dict[str, Any]:
+        import json
+
+        try:
+            record: dict[str, Any] = json.loads(
+                (self.settings.data_dir / "run" / WORKERS_FILE).read_text()
+            )
+        except (OSError, ValueError):
+            return {}
+        return record
+
+    def _inject(self, kind: str, rng: random.Random, at: float) -> Fault | None:
+        record = self._server_pids()
+        workers = [int(w["pid"]) for w in record.get("workers", []) if w.get("pid")]
+        if kind == METASTORE_FAULT:
+            nodes = [n for n in Stack(self.settings).metastore_nodes() if n.process.pid()]
+            if len(nodes) < 2:
+                return None  # never the last node: the fault is one node, not the metastore
+            node = rng.choice(nodes)
+            pid = node.process.pid()
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            fault = Fault(kind, at, pid, self._back_after(time.monotonic()))
+            self._restart_later(node)
+            return fault
+        if not workers or "supervisor" not in record:
+            return None  # the server is still coming back from the last fault
+        if kind == "worker_pause":
+            pid = rng.choice(workers)
+            os.kill(pid, signal.SIGSTOP)
+            self.stopping.wait(rng.uniform(1.0, 4.0))
+            os.kill(pid, signal.SIGCONT)
+            return Fault(kind, at, pid)
+        if kind == "worker_kill":
+            victims = [rng.choice(workers)]
+        elif kind == "supervisor_kill":
+            victims = [int(record["supervisor"])]
+        else:  # server_kill: the supervisor and every worker at once
+            victims = [int(record["supervisor"]), *workers]
+        killed = time.monotonic()
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        return Fault(kind, at, victims[0], self._back_after(killed))
+
+    def _back_after(self, since: float) -> float | None:
+        """Seconds from ``since`` until a new connection's call is answered."""
+        import httpx
+
+        deadline = since + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.settings.server_url}/health", timeout=1).status_code == 200:
+                    return time.monotonic() - since
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.02)
+        return None
+
+    def _restart_later(self, node: MetastoreNode) -> None:
+        def restart() -> None:
+            self.stopping.wait(3.0)  # a while with one node less, as an operator's heal
+            node.launch()
+            node.wait_ready()
+
+        threading.Thread(target=restart, name="metastore-heal", daemon=True).start()
+
+    def _sample_loop(self, started: float) -> None:
+        """Every server process seen (for ``leftovers``); the keeper's memory and
+        descriptors, as it is the one server process no fault replaces."""
+        keeper = Stack(self.settings).server_process.pid()
+        while not self.stopping.wait(1.0):
+            record = self._server_pids()
+            pids = [record.get("supervisor"), record.get("spare")]
+            pids += [w.get("pid") for w in record.get("workers", [])]
+            sample = _rss_and_fds(keeper) if keeper is not None else None
+            with self.lock:
+                self.seen.update(int(pid) for pid in [keeper, *pids] if pid)
+                if sample is not None:
+                    self.report.samples.append((time.monotonic() - started, *sample))
+
+    # -- the invariants -----------------------------------------------------
+
+    def check(self, settle: float = 120.0) -> dict[str, str]:
+        """Each invariant: "held", or what broke it. Run after ``run``."""
+        calls = _Calls(self.settings, self.report, self.lock)
+        statements = self.report.statements
+        results: dict[str, str] = {}
+
+        def verdict(name: str, broken: list[str]) -> None:
+            results[name] = (
+                "held" if not broken else f"{len(broken)} broken: " + "; ".join(broken[:5])
+            )
+
+        verdict(
+            "every statement was answered",
+            [f"{s.sql[:60]}: {s.error}" for s in statements if s.error],
+        )
+        verdict(
+            "every SUCCEEDED query has its full, right result",
+            [f"{s.execution_id}: {s.wrong_answer}" for s in statements if s.wrong_answer],
+        )
+        verdict(
+            "every FAILED or CANCELLED query names a cause",
+            [
+                f"{s.execution_id} {s.state}"
+                for s in statements
+                if s.state in ("FAILED", "CANCELLED") and not (s.reason or "").strip()
+            ],
+        )
+        verdict("every answer has its body", self.report.bodiless)
+        verdict("no execution stays RUNNING", self._stuck(calls, settle))
+        verdict("every CTAS is all there with SUCCEEDED, or absent", self._ctas_tables(calls))
+        verdict("every INSERT is all there with SUCCEEDED, or absent", self._inserted(calls))
+        verdict("every answered API call has its audit record", self._unaudited())
+        self.report.invariants = results
+        return results
+
+    def _stuck(self, calls: _Calls, settle: float) -> list[str]:
+        ids = [s.execution_id for s in self.report.statements if s.execution_id]
+        deadline = time.monotonic() + settle
+        pending = list(ids)
+        while pending and time.monotonic() < deadline:
+            still = []
+            for start in range(0, len(pending), 50):
+                batch = calls(
+                    "batch_get_query_execution", QueryExecutionIds=pending[start : start + 50]
+                )
+                still += [
+                    e["QueryExecutionId"]
+                    for e in batch["QueryExecutions"]
+                    if e["Status"]["State"] not in DONE
+                ]
+            pending = still
+            if pending:
+                time.sleep(1.0)
+        return [f"{i} not done {settle:g} s after the run" for i in pending]
+
+    def _tables(self, calls: _Calls) -> set[str]:
+        shown = self._rows(calls, f"SHOW TABLES LIKE '{self.run_id}*'", header=False)
+        return {r[0] for r in shown}
+
+    def _ctas_tables(self, calls: _Calls) -> list[str]:
+        present = self._tables(calls)
+        broken = []
+        for s in self.report.statements:
+            if s.kind != "ctas" or s.table is None:
+                continue
+            if s.state != "SUCCEEDED" and s.table in present:
+                broken.append(f"{s.table} is there, its CTAS {s.state or s.error}")
+            elif s.state == "SUCCEEDED" and s.table not in present:
+                broken.append(f"{s.table} is absent, its CTAS SUCCEEDED")
+            elif s.state == "SUCCEEDED":
+                count = self._rows(calls, f"SELECT count(*) FROM {s.table}")[0][0]
+                if int(count) != self.known[s.country][0]:
+                    broken.append(f"{s.table} has {count} rows, not {self.known[s.country][0]}")
+        return broken
+
+    def _inserted(self, calls: _Calls) -> list[str]:
+        expected: Counter[str] = Counter()
+        for s in self.report.statements:
+            if s.kind == "insert" and s.state == "SUCCEEDED":
+                expected[s.country] += self.known[s.country][0]
+        rows = self._rows(calls, f"SELECT country, count(*) FROM {self.log_table} GROUP BY country")
+        found = {r[0]: int(r[1]) for r in rows}
+        return [
+            f"{country}: {found.get(country, 0)} rows; the SUCCEEDED INSERTs: {expected[country]}"
+            for country in COUNTRIES
+            if found.get(country, 0) != expected[country]
+        ]
+
+    def _unaudited(self) -> list[str]:
+        from lakeward.access.control import AccessControl
+
+        access = AccessControl(self.settings)
+        try:
+            recorded = {r.request_id for r in access.audit.query(limit=100_000)}
+        finally:
+            access.audit.close()
+        return [f"{call} ({i})" for i, call in self.report.answered if i not in recorded]
+
+    def clean_up(self) -> None:
+        """Drop what the run made (its tables and views)."""
+        calls = _Calls(self.settings, self.report, self.lock)
+        for name in sorted(self._tables(calls)):
+            view = name.startswith(f"{self.run_id}_view_")
+            self._execute(calls, Statement("", f"DROP {'VIEW' if view else 'TABLE'} {name}", ""))
+
+
+def leftovers(settings: Settings, pids: set[int]) -> list[str]:
+    """What the server left behind once stopped: processes among ``pids`` still alive,
+    its port still answering, temporary directories named after any of ``pids``."""
+    found = [f"process {pid} is still running" for pid in sorted(pids) if is_running(pid)]
+    port = settings.server.port or 0
+    if not port_is_free(settings.server.host, port):
+        found.append(f"port {port} is still taken")
+    places = [Path(tempfile.gettempdir()), settings.data_dir / "query" / "spill"]
+    for place in places:
+        for entry in place.glob("*"):
+            if entry.name.startswith(("lakeward-", "duckdb-")) and any(
+                re.search(rf"-{pid}(-|$)", entry.name) for pid in pids
+            ):
+                found.append(f"{entry} is left behind")
+    return found
+
+
+def _rss_and_fds(pid: int) -> tuple[int, int] | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+    rss = next(
+        (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")), 0
+    )
+    return rss, fds
+
+
+def summary(report: Report) -> list[str]:
+    """The run's figures, as lines to print."""
+    lines = [f"{report.seconds:.0f} s, {len(report.statements)} statements"]
+    states = Counter((s.kind, s.state or "no answer") for s in report.statements)
+    for (kind, state), n in sorted(states.items()):
+        lines.append(f"  {kind:7} {state:10} {n}")
+    rates = ", ".join(f"{k} {v:.1f}" for k, v in report.per_minute().items())
+    lines.append(f"SUCCEEDED per minute: {rates}")
+    by_kind: dict[str, list[Fault]] = {}
+    for fault in report.faults:
+        by_kind.setdefault(fault.kind, []).append(fault)
+    for kind, faults in sorted(by_kind.items()):
+        backs = [f.back_after for f in faults if f.back_after is not None]
+        worst = f", answering again within {max(backs):.2f} s" if backs else ""
+        never = sum(1 for f in faults if f.back_after is None and kind != "worker_pause")
+        lines.append(f"fault {kind}: {len(faults)}{worst}" + (f", {never} never" if never else ""))
+    if len(report.samples) > 2:
+        first, last = report.samples[len(report.samples) // 4], report.samples[-1]
+        lines.append(
+            f"keeper, after warm-up -> at the end: RSS {first[1]} -> {last[1]} kB, "
+            f"fds {first[2]} -> {last[2]}"
+        )
+    for name, verdict in report.invariants.items():
+        lines.append(f"invariant: {name}: {verdict}")
+    return lines
