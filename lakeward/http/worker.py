@@ -46,17 +46,29 @@ Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def tag_responses(app: Asgi, pid: int) -> Asgi:
-    """The application, answering every HTTP request with ``X-Lakeward-Worker: <pid>``."""
+    """The application, answering every HTTP request with ``X-Lakeward-Worker: <pid>``.
+
+    A response's head is held until its first body part and both go out together: a
+    worker killed in between then sends neither, and the client retries, instead of a
+    head with a Content-Length and no body, which botocore reads as an empty answer.
+    """
     value = str(pid).encode()
 
     async def tagged(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
+        head: MutableMapping[str, Any] | None = None
 
         async def send_tagged(message: MutableMapping[str, Any]) -> None:
+            nonlocal head
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", []), (WORKER_HEADER.encode(), value)]
+                head = message
+                return
+            if head is not None:
+                held, head = head, None
+                await send(held)
             await send(message)
 
         await app(scope, receive, send_tagged)

@@ -7,6 +7,7 @@ metastore is started): ``VALUES`` and recursive CTEs make results and slow queri
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -29,7 +30,7 @@ from lakeward.erasure.realtime.status import read_status
 from lakeward.erasure.realtime.webhook import webhook_token
 from lakeward.http.keeper import MAX_DELAY, STEADY, next_start
 from lakeward.http.supervisor import WORKERS_FILE, Supervisor, read_workers
-from lakeward.http.worker import WORKER_HEADER
+from lakeward.http.worker import WORKER_HEADER, tag_responses
 from lakeward.process import free_port
 from lakeward.stack import Stack, write_state
 from tests.helpers import lakeward
@@ -486,3 +487,23 @@ def test_a_supervisor_that_served_is_replaced_at_once_one_failing_to_start_ever_
     assert waits[:4] == [0.1, 0.2, 0.4, 0.8] and waits[-1] == MAX_DELAY
     # One that lived long before it died starts the count again.
     assert next_start(7, served=False, lived=STEADY + 1) == (1, 0.1)
+
+
+def test_a_response_head_leaves_only_with_its_body() -> None:
+    """Killed between a response's head and its body, a worker must send neither: botocore
+    reads a head with no body as an empty answer (``KeyError: 'QueryExecution'``)."""
+    sent: list[str] = []
+    seen_before_body: list[list[str]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await asyncio.sleep(0.01)  # the moment a kill would fall in
+        seen_before_body.append(list(sent))
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def record(message: Any) -> None:
+        sent.append(message["type"])
+
+    asyncio.run(tag_responses(app, 42)({"type": "http"}, None, record))
+    assert seen_before_body == [[]]
+    assert sent == ["http.response.start", "http.response.body"]
