@@ -4,8 +4,9 @@ killed and paused at random meanwhile, then the invariants a user relies on, che
 Used by bench/soak.py (runs of any length, with their figures) and tests/test_soak.py
 (a short run with a fixed seed, asserting that every invariant held), as ``bench._soak``.
 
-Clients are real boto3 Athena clients, one per thread, each with its own connections:
-SELECTs whose answer is known, CTAS, INSERT and views over the stack's covid table. The
+Clients are real boto3 clients, one per thread, each with its own connections: Athena's
+for SELECTs whose answer is known, CTAS, INSERT and views over the stack's covid table,
+and S3's for objects put through lakeward's S3 endpoint. The
 fault thread kills (SIGKILL) or pauses (SIGSTOP, then SIGCONT) one of the server's
 processes every few seconds, by a seeded random choice, and measures how long the
 server then takes to answer again. Every execution and every answered call is recorded;
@@ -14,6 +15,7 @@ server then takes to answer again. Every execution and every answered call is re
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
@@ -38,8 +40,8 @@ COUNTRIES = ("Italy", "Spain", "France", "Germany", "Japan", "Brazil", "India", 
 DONE = ("SUCCEEDED", "FAILED", "CANCELLED")
 SERVER_FAULTS = ("worker_kill", "worker_pause", "supervisor_kill", "server_kill")
 METASTORE_FAULT = "metastore_kill"
-WORKLOAD = (("select", 5), ("ctas", 2), ("insert", 2), ("view", 1))
-"""Statement kinds and their weights in each client's random choice."""
+WORKLOAD = (("select", 5), ("ctas", 2), ("insert", 2), ("view", 1), ("s3_put", 2))
+"""Statement kinds (and S3 puts) and their weights in each client's random choice."""
 CALL_PATIENCE = 90.0
 """Seconds a client keeps retrying one call through faults before it records an error."""
 
@@ -61,6 +63,17 @@ class Statement:
 
 
 @dataclass
+class Put:
+    """One S3 PutObject a client made through lakeward's S3 endpoint."""
+
+    key: str
+    sha256: str
+    size: int
+    acknowledged: bool = False
+    error: str | None = None
+
+
+@dataclass
 class Fault:
     kind: str
     at: float  # seconds into the run
@@ -73,6 +86,7 @@ class Report:
     seconds: float = 0.0
     statements: list[Statement] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
+    puts: list[Put] = field(default_factory=list)
     answered: list[tuple[str, str]] = field(default_factory=list)  # request id, call: outcome
     bodiless: list[str] = field(default_factory=list)  # answers that lacked their body
     samples: list[tuple[float, int, int]] = field(default_factory=list)  # t, rss kB, fds
@@ -81,6 +95,7 @@ class Report:
     def per_minute(self) -> dict[str, float]:
         """SUCCEEDED statements per minute, by kind."""
         done = Counter(s.kind for s in self.statements if s.state == "SUCCEEDED")
+        done["s3_put"] = sum(1 for p in self.puts if p.acknowledged)
         minutes = max(self.seconds, 1.0) / 60
         return {kind: done[kind] / minutes for kind, _ in WORKLOAD}
 
@@ -88,21 +103,29 @@ class Report:
 class _Calls:
     """A client's calls, retried through faults, every answer's request id recorded."""
 
-    def __init__(self, settings: Settings, report: Report, lock: threading.Lock) -> None:
+    def __init__(
+        self, settings: Settings, report: Report, lock: threading.Lock, service: str = "athena"
+    ) -> None:
         import boto3
         from botocore.config import Config
 
         self.client = boto3.client(
-            "athena",
+            service,
             endpoint_url=settings.server_url,
             region_name="us-east-1",
             aws_access_key_id=settings.api.access_key_id,
             aws_secret_access_key=settings.api.secret_access_key,
-            config=Config(retries={"max_attempts": 1}, connect_timeout=3, read_timeout=30),
+            config=Config(
+                retries={"max_attempts": 1},
+                connect_timeout=3,
+                read_timeout=30,
+                s3={"addressing_style": "path"},
+            ),
         )
-        self.report, self.lock = report, lock
+        self.report, self.lock, self.service = report, lock, service
         self.raw: tuple[int, bytes] | None = None  # the last answer as it came
-        self.client.meta.events.register("after-call.athena", self._keep_raw)
+        if service == "athena":  # reading S3's raw answer would consume a streamed body
+            self.client.meta.events.register("after-call.athena", self._keep_raw)
 
     def _keep_raw(self, http_response: Any, **_: Any) -> None:
         self.raw = (http_response.status_code, http_response.content[:300])
@@ -127,7 +150,8 @@ class _Calls:
                 time.sleep(0.1)
                 continue
             self._answered(operation, response)
-            if set(response) == {"ResponseMetadata"}:  # an answer without its body
+            # Every Athena answer has a body; some of S3's have only headers.
+            if self.service == "athena" and set(response) == {"ResponseMetadata"}:
                 with self.lock:
                     self.report.bodiless.append(f"{operation}: {self.raw}")
                 continue
@@ -152,6 +176,7 @@ class Soak:
         self.seen: set[int] = set()  # the pids of the server's processes during the run
         self.known: dict[str, tuple[int, int]] = {}  # country -> (rows, confirmed)
         self.log_table = f"{self.run_id}_log"
+        self.prefix = f"soak/{self.run_id}/"  # the S3 puts' keys, in the data bucket
         metastore_nodes = settings.metastore.nodes if settings.metastore.port else 0
         self.faults = SERVER_FAULTS + ((METASTORE_FAULT,) if metastore_nodes > 1 else ())
 
@@ -204,17 +229,32 @@ class Soak:
     def _client(self, index: int) -> None:
         rng = random.Random(self.seed * 1000 + index)
         calls = _Calls(self.settings, self.report, self.lock)
+        s3 = _Calls(self.settings, self.report, self.lock, "s3")
         kinds = [k for k, _ in WORKLOAD]
         weights = [w for _, w in WORKLOAD]
         number = 0
         while not self.stopping.is_set():
             number += 1
             kind = rng.choices(kinds, weights)[0]
+            if kind == "s3_put":
+                self._put(s3, f"{self.prefix}c{index}_{number}", rng)
+                continue
             country = rng.choice(COUNTRIES)
             statement = self._statement(kind, country, f"c{index}_{number}")
             self._execute(calls, statement, check=True)
             with self.lock:
                 self.report.statements.append(statement)
+
+    def _put(self, s3: _Calls, key: str, rng: random.Random) -> None:
+        body = rng.randbytes(rng.randint(1, 256 * 1024))
+        put = Put(key, hashlib.sha256(body).hexdigest(), len(body))
+        with self.lock:
+            self.report.puts.append(put)
+        try:
+            s3("put_object", Bucket=self.settings.lake.data_bucket, Key=key, Body=body)
+            put.acknowledged = True
+        except Exception as exc:  # botocore's: no answer within CALL_PATIENCE, or a refusal
+            put.error = f"{type(exc).__name__}: {exc}"
 
     def _statement(self, kind: str, country: str, suffix: str) -> Statement:
         if kind == "select":
@@ -442,6 +482,10 @@ class Soak:
         verdict("no execution stays RUNNING", self._stuck(calls, settle))
         verdict("every CTAS is all there with SUCCEEDED, or absent", self._ctas_tables(calls))
         verdict("every INSERT is all there with SUCCEEDED, or absent", self._inserted(calls))
+        verdict(
+            "every acknowledged S3 put reads back as written, none half-written",
+            self._objects(),
+        )
         verdict("every answered API call has its audit record", self._unaudited())
         self.report.invariants = results
         return results
@@ -499,6 +543,41 @@ class Soak:
             if found.get(country, 0) != expected[country]
         ]
 
+    def _objects(self) -> list[str]:
+        s3 = _Calls(self.settings, self.report, self.lock, "s3")
+        bucket = self.settings.lake.data_bucket
+        found: dict[str, str] = {}
+        for page in s3.client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=self.prefix
+        ):
+            for item in page.get("Contents", []):
+                found[item["Key"]] = self._digest(s3, bucket, item["Key"])
+        broken = []
+        puts = {p.key: p for p in self.report.puts}
+        for key, digest in found.items():
+            if key not in puts or digest != puts[key].sha256:
+                broken.append(f"{key}: not what was put")
+        broken += [
+            f"{p.key}: acknowledged, absent"
+            for p in puts.values()
+            if p.acknowledged and p.key not in found
+        ]
+        broken += [f"{p.key}: {p.error}" for p in puts.values() if p.error]
+        return broken
+
+    def _digest(self, s3: _Calls, bucket: str, key: str) -> str:
+        """The SHA-256 of an object as a GET reads it; a read cut short is recorded."""
+        from botocore.exceptions import BotoCoreError
+
+        for _attempt in range(3):
+            response = s3("get_object", Bucket=bucket, Key=key)
+            try:
+                return hashlib.sha256(response["Body"].read()).hexdigest()
+            except BotoCoreError as exc:  # the head came, the body did not
+                with self.lock:
+                    self.report.bodiless.append(f"get_object {key}: {exc}")
+        return "unreadable"
+
     def _unaudited(self) -> list[str]:
         from lakeward.access.control import AccessControl
 
@@ -515,6 +594,9 @@ class Soak:
         for name in sorted(self._tables(calls)):
             view = name.startswith(f"{self.run_id}_view_")
             self._execute(calls, Statement("", f"DROP {'VIEW' if view else 'TABLE'} {name}", ""))
+        s3 = _Calls(self.settings, self.report, self.lock, "s3")
+        for put in self.report.puts:
+            s3("delete_object", Bucket=self.settings.lake.data_bucket, Key=put.key)
 
 
 def leftovers(settings: Settings, pids: set[int]) -> list[str]:
@@ -554,6 +636,8 @@ def summary(report: Report) -> list[str]:
         lines.append(f"  {kind:7} {state:10} {n}")
     rates = ", ".join(f"{k} {v:.1f}" for k, v in report.per_minute().items())
     lines.append(f"SUCCEEDED per minute: {rates}")
+    acknowledged = sum(1 for p in report.puts if p.acknowledged)
+    lines.append(f"S3 puts: {acknowledged} acknowledged of {len(report.puts)}")
     by_kind: dict[str, list[Fault]] = {}
     for fault in report.faults:
         by_kind.setdefault(fault.kind, []).append(fault)

@@ -9,7 +9,8 @@ On the running stack of ``--data-dir`` (``lakeward up``), on loopback only:
    log and processes in a temporary directory; two workers), so that the stack's own
    server is never killed;
 2. runs the scenario of bench/_soak.py for the time asked: ``--clients`` boto3 clients
-   running SELECTs with known answers, CTAS, INSERTs and views, while every ``--every``
+   running SELECTs with known answers, CTAS, INSERTs and views, and putting objects of up
+   to 256 KiB through lakeward's S3 endpoint, while every ``--every``
    s (on average) one fault is injected, by a random choice from ``--seed``: a worker,
    the supervisor, or the supervisor and all its workers killed with SIGKILL, a worker
    paused for 1-4 s, and, on a stack of several metastore nodes, one node killed (and

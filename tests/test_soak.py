@@ -1,4 +1,4 @@
-"""A short soak: boto3 clients run SELECTs, CTAS, INSERTs and views against a server of
+"""A short soak: boto3 clients run SELECTs, CTAS, INSERTs, views and S3 puts against a server of
 its own over the session stack while its workers, its supervisor or all of them are
 killed with SIGKILL, or a worker paused, every few seconds (a fixed seed); then every
 invariant of bench/_soak.py must hold, and ``down`` must leave nothing behind.
@@ -55,5 +55,6 @@ def test_a_short_soak_with_kills_holds_every_invariant(stack: Settings, tmp_path
     assert all(f.back_after is not None for f in kills), kills
     succeeded = {s.kind for s in report.statements if s.state == "SUCCEEDED"}
     assert succeeded == {"select", "ctas", "insert", "view"}
+    assert sum(1 for p in report.puts if p.acknowledged) > 0
     assert all(verdict == "held" for verdict in invariants.values()), invariants
     assert leftovers(settings, soak.seen) == []
