@@ -74,17 +74,18 @@ def main() -> int:
         say(f"{seconds:g} s of work, seed {args.seed}, a fault every {args.every:g} s")
         report = soak.run(seconds)
         soak.check()
+        for line in summary(report):
+            say(line)
+        if args.json:
+            args.json.write_text(json.dumps(asdict(report), indent=2, default=str))
+        say("dropping the run's tables and objects")
         soak.clean_up()
     finally:
         processes.server_process.stop()
     left = leftovers(settings, soak.seen)
-    report.invariants["nothing is left behind after down"] = (
-        "held" if not left else "; ".join(left[:5])
-    )
-    for line in summary(report):
-        say(line)
-    if args.json:
-        args.json.write_text(json.dumps(asdict(report), indent=2, default=str))
+    verdict = "held" if not left else "; ".join(left[:5])
+    report.invariants["nothing is left behind after down"] = verdict
+    say(f"invariant: nothing is left behind after down: {verdict}")
     return 0 if all(v == "held" for v in report.invariants.values()) else 1
 
 
