@@ -71,6 +71,10 @@ ROLLED_BACK_ELSEWHERE = (
 )
 
 
+def _never() -> bool:
+    return False  # a committed write is past stopping: its statement is done
+
+
 def _pause_for_tests(variable: str, what: str, cancelled: Callable[[], bool]) -> None:
     pause = os.environ.get(variable)
     if pause:
@@ -163,7 +167,7 @@ class Write:
         shutil.rmtree(self.staging, ignore_errors=True)
         if not self.store.write_in_flight(self.execution_id):
             raise QueryFailed(ROLLED_BACK_ELSEWHERE)
-        _pause_for_tests(PAUSE_AFTER_COMMIT, f"committed write {self.execution_id}", bool)
+        _pause_for_tests(PAUSE_AFTER_COMMIT, f"committed write {self.execution_id}", _never)
 
     def roll_back(self) -> None:
         """Remove what the write published and the table it created; forget it."""
