@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from lakeward.config import Settings
-from lakeward.http.supervisor import WORKERS_FILE
+from lakeward.http.supervisor import read_record
+from lakeward.http.worker import WORKER_HEADER
 from lakeward.metastore.node import MetastoreNode
 from lakeward.process import is_running, port_is_free
 from lakeward.stack import Stack
@@ -112,7 +113,7 @@ class _Calls:
         self.client = boto3.client(
             service,
             endpoint_url=settings.server_url,
-            region_name="us-east-1",
+            region_name=settings.api.region,
             aws_access_key_id=settings.api.access_key_id,
             aws_secret_access_key=settings.api.secret_access_key,
             config=Config(
@@ -123,12 +124,19 @@ class _Calls:
             ),
         )
         self.report, self.lock, self.service = report, lock, service
-        self.raw: tuple[int, bytes] | None = None  # the last answer as it came
+        self.raw: tuple[int, str, str, bytes] | None = None  # the last answer as it came
         if service == "athena":  # reading S3's raw answer would consume a streamed body
             self.client.meta.events.register("after-call.athena", self._keep_raw)
 
     def _keep_raw(self, http_response: Any, **_: Any) -> None:
-        self.raw = (http_response.status_code, http_response.content[:300])
+        """The status, the answering worker, the announced length and the body's start."""
+        headers = http_response.headers
+        self.raw = (
+            http_response.status_code,
+            f"worker {headers.get(WORKER_HEADER, '?')}",
+            f"length {headers.get('content-length', '?')}",
+            http_response.content[:300],
+        )
 
     def __call__(self, operation: str, **params: Any) -> dict[str, Any]:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -369,19 +377,8 @@ class Soak:
                 with self.lock:
                     self.report.faults.append(fault)
 
-    def _server_pids(self) -> dict[str, Any]:
-        import json
-
-        try:
-            record: dict[str, Any] = json.loads(
-                (self.settings.data_dir / "run" / WORKERS_FILE).read_text()
-            )
-        except (OSError, ValueError):
-            return {}
-        return record
-
     def _inject(self, kind: str, rng: random.Random, at: float) -> Fault | None:
-        record = self._server_pids()
+        record = read_record(self.settings)
         workers = [int(w["pid"]) for w in record.get("workers", []) if w.get("pid")]
         if kind == METASTORE_FAULT:
             nodes = [n for n in Stack(self.settings).metastore_nodes() if n.process.pid()]
@@ -440,7 +437,7 @@ class Soak:
         descriptors, as it is the one server process no fault replaces."""
         keeper = Stack(self.settings).server_process.pid()
         while not self.stopping.wait(1.0):
-            record = self._server_pids()
+            record = read_record(self.settings)
             pids = [record.get("supervisor"), record.get("spare")]
             pids += [w.get("pid") for w in record.get("workers", [])]
             sample = _rss_and_fds(keeper) if keeper is not None else None

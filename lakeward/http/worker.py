@@ -16,6 +16,7 @@ Before it serves, a worker still dies with its supervisor.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from lakeward.config import Settings
 from lakeward.http import create_app
@@ -48,9 +50,10 @@ Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 def tag_responses(app: Asgi, pid: int) -> Asgi:
     """The application, answering every HTTP request with ``X-Lakeward-Worker: <pid>``.
 
-    A response's head is held until its first body part and both go out together: a
-    worker killed in between then sends neither, and the client retries, instead of a
-    head with a Content-Length and no body, which botocore reads as an empty answer.
+    A response's head is held until its first body part, so that both reach the
+    connection in one turn of the event loop and ``OneSendTransport`` sends them in one
+    write: a worker killed then sends neither, and the client retries, instead of a head
+    with a Content-Length and no body, which botocore reads as an empty answer.
     """
     value = str(pid).encode()
 
@@ -74,6 +77,54 @@ def tag_responses(app: Asgi, pid: int) -> Asgi:
         await app(scope, receive, send_tagged)
 
     return tagged
+
+
+class OneSendTransport:
+    """A connection's transport whose writes of one turn of the event loop leave in one send.
+
+    uvicorn writes a response's head and its body in two writes, and asyncio sends each
+    at once; a worker killed between the two sends (on a busy machine the kernel often
+    runs the woken client there) leaves the client a head without its body.
+    """
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self._transport = transport
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, lines: Any) -> None:
+        self.write(b"".join(lines))
+
+    def flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._transport.write(data)
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+_HttpProtocol: Any = AutoHTTPProtocol  # h11's or httptools', whichever uvicorn picks
+
+
+class OneSendProtocol(_HttpProtocol):  # type: ignore[misc]
+    """uvicorn's HTTP protocol over a ``OneSendTransport``."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(OneSendTransport(transport))  # type: ignore[arg-type]
 
 
 HANDOVER_LIMIT = 60.0
@@ -115,7 +166,12 @@ def main() -> None:
     if sys.stdin.readline().strip() != "serve":
         return  # the supervisor went away or stopped the spare
     server = uvicorn.Server(
-        uvicorn.Config(tag_responses(app, os.getpid()), log_level="warning", lifespan="on")
+        uvicorn.Config(
+            tag_responses(app, os.getpid()),
+            http=OneSendProtocol,
+            log_level="warning",
+            lifespan="on",
+        )
     )
     die_with_parent(False)  # it serves: a supervisor that dies is handed over to
     watch = threading.Thread(

@@ -21,8 +21,10 @@ from typing import Any
 import boto3
 import httpx
 import pytest
+import uvicorn
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from uvicorn.server import ServerState
 
 from lakeward.access.control import AccessControl
 from lakeward.config import Settings, load_settings
@@ -30,7 +32,7 @@ from lakeward.erasure.realtime.status import read_status
 from lakeward.erasure.realtime.webhook import webhook_token
 from lakeward.http.keeper import MAX_DELAY, STEADY, next_start
 from lakeward.http.supervisor import WORKERS_FILE, Supervisor, read_workers
-from lakeward.http.worker import WORKER_HEADER, tag_responses
+from lakeward.http.worker import WORKER_HEADER, OneSendProtocol, tag_responses
 from lakeward.process import free_port
 from lakeward.stack import Stack, write_state
 from tests.helpers import lakeward
@@ -507,3 +509,60 @@ def test_a_response_head_leaves_only_with_its_body() -> None:
     asyncio.run(tag_responses(app, 42)({"type": "http"}, None, record))
     assert seen_before_body == [[]]
     assert sent == ["http.response.start", "http.response.body"]
+
+
+class _Wire:
+    """A connection's transport that records each write it is asked to send."""
+
+    def __init__(self) -> None:
+        self.sends: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.sends.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+def test_a_response_leaves_in_one_send() -> None:
+    """uvicorn writes a head and its body apart; a worker killed between the two sends,
+    as happens on a busy machine, would leave the client a head without its body."""
+    body = json.dumps({"QueryExecution": {"Status": {"State": "SUCCEEDED"}}}).encode()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        length = (b"content-length", str(len(body)).encode())
+        await send({"type": "http.response.start", "status": 200, "headers": [length]})
+        await asyncio.sleep(0.01)  # the application is slow to give its body
+        await send({"type": "http.response.body", "body": body})
+
+    async def serve_one() -> _Wire:
+        config = uvicorn.Config(tag_responses(app, 42), http=OneSendProtocol, lifespan="off")
+        config.load()
+        protocol = config.http_protocol_class(  # type: ignore[call-arg]
+            config=config, server_state=ServerState(), app_state={}
+        )
+        wire = _Wire()
+        protocol.connection_made(wire)
+        protocol.data_received(b"POST / HTTP/1.1\r\nHost: lakeward\r\nContent-Length: 0\r\n\r\n")
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if wire.sends:
+                break
+        await asyncio.sleep(0.05)
+        protocol.connection_lost(None)
+        return wire
+
+    wire = asyncio.run(serve_one())
+    assert len(wire.sends) == 1, wire.sends
+    assert wire.sends[0].startswith(b"HTTP/1.1 200") and wire.sends[0].endswith(body)
