@@ -15,6 +15,14 @@ later hash can still rewrite history, and cutting rows off the end leaves no
 trace. Copying the head hash (``verify().head``) somewhere else now and then
 closes both gaps.
 
+The log does not grow without bound: ``seal`` moves the oldest records into
+sealed archive segments, gzipped JSON Lines files named after their first and
+last ids, each written whole before its row in ``audit_segments`` (its records'
+count, the hash before its first record and its last one, the file's SHA-256)
+and the deletion of its records commit together. The triggers let a record
+leave the table only once a segment holds it, and refuse any change to a
+segment's row. ``verify`` chains through every segment's file, then the table.
+
 ``append`` is on the path of every request. It commits before returning, so a
 decision is on record before it is acted on and nothing waits in a buffer;
 threads that append at the same time share one transaction (group commit). On
@@ -25,12 +33,14 @@ though the last moments before a power cut or a database crash may be lost.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +66,7 @@ from lakeward.sqlstate import as_utc, migrate, open_engine, writer
 DECISIONS = ("allowed", "explicitDeny", "implicitDeny")
 GENESIS = "0" * 64  # the "previous hash" of the first row
 MAX_QUERY_LIMIT = 100_000
+SEGMENT_RECORDS = 100_000  # records in one archive segment at most
 _MAX_TRIES = 100  # appends that lose the race to other processes, in a row
 
 metadata = MetaData()
@@ -83,38 +94,72 @@ audit_log = Table(
     Column("hash", String(64), nullable=False),
 )
 
+audit_segments = Table(
+    "audit_segments",
+    metadata,
+    Column("first_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("last_id", BigInteger, nullable=False, unique=True),
+    Column("records", Integer, nullable=False),
+    Column("prev_hash", String(64), nullable=False),  # the hash the segment chains onto
+    Column("last_hash", String(64), nullable=False),
+    Column("name", Text, nullable=False),  # the file's name in the archive directory
+    Column("sha256", String(64), nullable=False),  # of the file's bytes
+    Column("sealed_at", DateTime(timezone=True), nullable=False),
+)
+
 _TEXT_FIELDS = ("principal", "action", "resource", "source", "statement", "request_id")
 _OPTIONAL_FIELDS = ("statement", "request_id")
 _FIELDS = tuple(c.name for c in audit_log.columns if c.name != "hash")
 
+_REFUSED = "the audit log is append-only: {op} refused"
+_SEALED_THROUGH = "(SELECT COALESCE(MAX(last_id), 0) FROM audit_segments)"
+
 _SQLITE_TRIGGERS = [
-    f"""CREATE TRIGGER IF NOT EXISTS audit_log_no_{op.lower()}
-        BEFORE {op} ON audit_log
-        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only: {op} refused'); END"""
-    for op in ("UPDATE", "DELETE")
+    f"""CREATE TRIGGER IF NOT EXISTS audit_log_no_update BEFORE UPDATE ON audit_log
+        BEGIN SELECT RAISE(ABORT, '{_REFUSED.format(op="UPDATE")}'); END""",
+    # A record leaves the table only once a sealed segment holds it.
+    f"""CREATE TRIGGER IF NOT EXISTS audit_log_no_delete BEFORE DELETE ON audit_log
+        WHEN OLD.id > {_SEALED_THROUGH}
+        BEGIN SELECT RAISE(ABORT, '{_REFUSED.format(op="DELETE")}'); END""",
+    *(
+        f"""CREATE TRIGGER IF NOT EXISTS audit_segments_no_{op.lower()}
+            BEFORE {op} ON audit_segments
+            BEGIN SELECT RAISE(ABORT, '{_REFUSED.format(op=op)}'); END"""
+        for op in ("UPDATE", "DELETE")
+    ),
 ]
 
 _POSTGRES_TRIGGERS = [
     # Serializes two processes setting up the same database at once.
     "LOCK TABLE audit_log IN SHARE ROW EXCLUSIVE MODE",
     # The message is concatenated: a % placeholder would be taken as the driver's.
-    """CREATE OR REPLACE FUNCTION lakeward_audit_log_append_only() RETURNS trigger
+    # A record leaves audit_log only once a sealed segment holds it.
+    f"""CREATE OR REPLACE FUNCTION lakeward_audit_log_append_only() RETURNS trigger
        LANGUAGE plpgsql AS $$
        BEGIN
+           -- Nested: PL/pgSQL does not promise to stop at the first false AND.
+           IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'audit_log' THEN
+               IF OLD.id <= {_SEALED_THROUGH} THEN
+                   RETURN OLD;
+               END IF;
+           END IF;
            RAISE EXCEPTION USING MESSAGE = 'the audit log is append-only: ' || TG_OP || ' refused';
        END $$""",
-    """DO $$ BEGIN
-       IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'audit_log'::regclass
-                      AND tgname = 'audit_log_no_change') THEN
-           CREATE TRIGGER audit_log_no_change BEFORE UPDATE OR DELETE ON audit_log
+    *(
+        f"""DO $$ BEGIN
+       IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = '{table}'::regclass
+                      AND tgname = '{table}_no_change') THEN
+           CREATE TRIGGER {table}_no_change BEFORE UPDATE OR DELETE ON {table}
                FOR EACH ROW EXECUTE FUNCTION lakeward_audit_log_append_only();
        END IF;
-       IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'audit_log'::regclass
-                      AND tgname = 'audit_log_no_truncate') THEN
-           CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
+       IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = '{table}'::regclass
+                      AND tgname = '{table}_no_truncate') THEN
+           CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
                FOR EACH STATEMENT EXECUTE FUNCTION lakeward_audit_log_append_only();
        END IF;
-       END $$""",
+       END $$"""
+        for table in ("audit_log", "audit_segments")
+    ),
 ]
 
 
@@ -155,6 +200,21 @@ class VerifyResult:
     checked: int  # rows read, the bad one included
     first_bad_id: int | None
     head: str = GENESIS  # hash of the last good row read: an anchor to keep elsewhere
+    problem: str | None = None  # what is wrong, when an archive segment is
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A sealed archive segment: records ``first_id``..``last_id`` in the file ``name``."""
+
+    first_id: int
+    last_id: int
+    records: int
+    prev_hash: str
+    last_hash: str
+    name: str
+    sha256: str
+    sealed_at: datetime
 
 
 class _Pending:
@@ -167,7 +227,8 @@ class _Pending:
 
 
 class AuditLog:
-    def __init__(self, url_or_path: str | Path) -> None:
+    def __init__(self, url_or_path: str | Path, archive: Path | None = None) -> None:
+        """``archive``: the directory of sealed segments (``seal`` needs one)."""
         # A commit returns before the disk has it: NORMAL skips SQLite's fsync per commit
         # in WAL mode (3 ms of every request here) and synchronous_commit=off
         # PostgreSQL's WAL flush (1.5 ms); a committed record survives lakeward dying,
@@ -198,6 +259,7 @@ class AuditLog:
         # The newest (id, hash), cached: a stale one shows itself as a clash of
         # primary keys, so no lock or read is needed before each append.
         self._head: tuple[int, str] | None = None
+        self.archive = archive
 
     def close(self) -> None:
         # append returns only once committed, so nothing is left to flush.
@@ -267,8 +329,15 @@ class AuditLog:
         return [_record(row) for row in reversed(rows)]
 
     def verify(self) -> VerifyResult:
-        """Recompute the chain from the first row; report the first row that does not fit."""
+        """Recompute the chain from the first record, through the sealed segments' files
+        and then the table; report the first record (or segment) that does not fit."""
         prev, checked = GENESIS, 0
+        for segment in self.segments():
+            bad = self._verify_segment(segment, prev)
+            checked += bad.checked
+            if not bad.ok:
+                return VerifyResult(False, checked, bad.first_bad_id, bad.head, bad.problem)
+            prev = segment.last_hash
         with self.engine.connect() as conn:
             for row in _rows_in_order(conn):
                 checked += 1
@@ -277,7 +346,115 @@ class AuditLog:
                 prev = row["hash"]
         return VerifyResult(True, checked, None, prev)
 
+    def segments(self) -> list[Segment]:
+        """The sealed archive segments, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(audit_segments).order_by(audit_segments.c.first_id))
+            return [
+                Segment(**{**row, "sealed_at": as_utc(row["sealed_at"])}) for row in rows.mappings()
+            ]
+
+    def seal(self, older_than: timedelta, now: datetime | None = None) -> list[Segment]:
+        """Move the records older than ``older_than`` into sealed segments; the new ones.
+
+        Each segment's file is written whole (a temporary file, synced, renamed) before
+        its records leave the table, in the one transaction that records the segment.
+        Two processes sealing at once write the same file; one records it.
+        """
+        if self.archive is None:
+            raise InvalidRequest("the audit log has no archive directory to seal segments in")
+        before = _as_utc(now or datetime.now(UTC), "now") - older_than
+        sealed: list[Segment] = []
+        while segment := self._seal_one(before):
+            sealed.append(segment)
+        return sealed
+
     # -- internals ----------------------------------------------------------
+
+    def _seal_one(self, before: datetime) -> Segment | None:
+        assert self.archive is not None
+        with self.engine.connect() as conn:
+            through, prev = conn.execute(
+                select(audit_segments.c.last_id, audit_segments.c.last_hash)
+                .order_by(audit_segments.c.last_id.desc())
+                .limit(1)
+            ).first() or (0, GENESIS)
+            rows = conn.execute(
+                select(audit_log)
+                .where(audit_log.c.id > through)
+                .order_by(audit_log.c.id)
+                .limit(SEGMENT_RECORDS)
+            ).mappings()
+            lines: list[bytes] = []
+            last_hash: str = prev
+            for row in rows:
+                record = _record(row)
+                if record.time >= before:
+                    break
+                if row["id"] != through + len(lines) + 1 or row["hash"] != _chain_hash(
+                    last_hash, record
+                ):
+                    # Sealing must never hide an alteration behind a fresh file's hash.
+                    raise StorageError(
+                        f"the audit log's record {row['id']} does not fit its chain; "
+                        "nothing was sealed (see `lakeward audit --verify`)"
+                    )
+                lines.append(_segment_line(record, row["hash"]))
+                last_hash = row["hash"]
+        if not lines:
+            return None
+        first_id, last_id = through + 1, through + len(lines)
+        name = f"audit-{first_id:012d}-{last_id:012d}.jsonl.gz"
+        # mtime=0: the same records make the same bytes, whoever seals them.
+        data = gzip.compress(b"".join(lines), mtime=0)
+        _write_whole(self.archive / name, data)
+        segment = Segment(
+            first_id=first_id,
+            last_id=last_id,
+            records=len(lines),
+            prev_hash=prev,
+            last_hash=last_hash,
+            name=name,
+            sha256=hashlib.sha256(data).hexdigest(),
+            sealed_at=datetime.now(UTC),
+        )
+        try:
+            with self._writer.begin() as conn:
+                conn.execute(insert(audit_segments).values(**segment.__dict__))
+                conn.execute(audit_log.delete().where(audit_log.c.id <= last_id))
+        except IntegrityError:
+            return self._seal_one(before)  # another process sealed these first
+        return segment
+
+    def _verify_segment(self, segment: Segment, prev: str) -> VerifyResult:
+        """One segment's file against its row and the chain so far (``checked``: its
+        records read)."""
+        where = self.archive / segment.name if self.archive else Path(segment.name)
+        if segment.prev_hash != prev:
+            problem = f"archive segment {segment.name} does not follow the records before it"
+            return VerifyResult(False, 0, segment.first_id, prev, problem)
+        try:
+            data = where.read_bytes()
+        except OSError as exc:
+            problem = f"archive segment {where} cannot be read: {exc.strerror or exc}"
+            return VerifyResult(False, 0, segment.first_id, prev, problem)
+        if hashlib.sha256(data).hexdigest() != segment.sha256:
+            problem = f"archive segment {where} is not the file that was sealed"
+            return VerifyResult(False, 0, segment.first_id, prev, problem)
+        checked, expected_id = 0, segment.first_id
+        for line in gzip.decompress(data).splitlines():
+            values = json.loads(line)
+            stored = values.pop("hash")
+            values["time"] = datetime.fromisoformat(values["time"])
+            record = AuditRecord(**values)
+            checked += 1
+            if record.id != expected_id or stored != _chain_hash(prev, record):
+                return VerifyResult(False, checked, expected_id, prev)
+            prev, expected_id = stored, expected_id + 1
+        if checked != segment.records or prev != segment.last_hash:
+            problem = f"archive segment {where} does not hold the records it was sealed with"
+            return VerifyResult(False, checked, segment.first_id, prev, problem)
+        return VerifyResult(True, checked, None, prev)
 
     def _write(self, batch: list[_Pending]) -> None:
         for _ in range(_MAX_TRIES):
@@ -329,6 +506,29 @@ def _rows_in_order(conn: Connection, page: int = 5000) -> Iterator[Any]:
         last = rows[-1]["id"]
 
 
+def _segment_line(record: AuditRecord, hash_: str) -> bytes:
+    values = _columns(record)
+    values["time"] = record.time.isoformat(timespec="microseconds")
+    values["hash"] = hash_
+    return json.dumps(values, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    """``data`` at ``path``, never half there: written beside it, synced, renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    with open(partial, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(partial, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
 def _columns(record: AuditRecord) -> dict[str, Any]:
     return {
         "id": record.id,
@@ -369,7 +569,14 @@ def _as_utc(value: datetime, what: str, error: type[Exception] = ValueError) -> 
 
 
 def _create_v1(conn: Connection) -> None:
-    metadata.create_all(conn)  # also adopts the tables of a database made before versions
+    audit_log.create(conn, checkfirst=True)  # also adopts a table made before versions
 
 
-MIGRATIONS = [_create_v1]
+def _segments_v2(conn: Connection) -> None:
+    audit_segments.create(conn, checkfirst=True)
+    if conn.dialect.name == "sqlite":
+        # Its successor lets sealed records leave; the log's opening creates it.
+        conn.execute(text("DROP TRIGGER IF EXISTS audit_log_no_delete"))
+
+
+MIGRATIONS = [_create_v1, _segments_v2]

@@ -139,7 +139,9 @@ class AccessControl:
 
         self.principals = Principals(where("iam"), secret_key=derive_key(master, "access-keys"))
         self.secrets = open_secret_store(settings)
-        self.audit = AuditLog(where("audit"))
+        self.audit = AuditLog(
+            where("audit"), archive=settings.access.audit_archive or state / "audit-archive"
+        )
         self._policies: dict[str, tuple[int, _Policies]] = {}
         self._keys: dict[str, tuple[int, tuple[str, str] | None]] = {}
         self._sessions: dict[str, tuple[int, StoredSession]] = {}

@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from lakeward.access.arns import AUDIT_LOG, iam_arn, secret_arn
-from lakeward.access.audit import AuditRecord, VerifyResult
+from lakeward.access.audit import AuditRecord, Segment, VerifyResult
 from lakeward.access.control import AccessControl, Identity
 from lakeward.access.credentials import AccessKey
 from lakeward.access.passwords import check_password
@@ -285,6 +285,11 @@ class IamService:
         """Check the audit log's hash chain."""
         self.access.authorize("audit:Query", AUDIT_LOG)
         return self.access.audit.verify()
+
+    def audit_seal(self, older_than: timedelta) -> list[Segment]:
+        """Seal the audit records older than ``older_than`` into archive segments."""
+        self.access.authorize("audit:Seal", AUDIT_LOG)
+        return self.access.audit.seal(older_than)
 
 
 def _checked(policy: str, document: dict[str, Any] | str) -> dict[str, Any]:

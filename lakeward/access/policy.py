@@ -104,7 +104,7 @@ KNOWN_ACTIONS: frozenset[str] = frozenset(
         "Find CreateRequest GetRequest ListRequests Approve UseApprovalLink"
         " BuildIndex GetWebhookToken RotateWebhookToken",
     )
-    | _actions("audit", "Query")
+    | _actions("audit", "Query Seal")
 )
 _KNOWN_LOWER = frozenset(action.lower() for action in KNOWN_ACTIONS)
 

@@ -8,7 +8,7 @@ Every command asks for its permission and is audited like an API call.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -388,7 +388,13 @@ def audit(
         str | None, typer.Option(help="allowed, explicitDeny or implicitDeny")
     ] = None,
     limit: Annotated[int, typer.Option(help="At most this many records")] = 100,
-    verify: Annotated[bool, typer.Option(help="Check the log's hash chain")] = False,
+    verify: Annotated[
+        bool, typer.Option(help="Check the log's hash chain, archive segments included")
+    ] = False,
+    seal: Annotated[
+        int | None,
+        typer.Option(help="Seal the records older than this many days into archive segments"),
+    ] = None,
 ) -> None:
     """Query the audit log of access decisions."""
     iam = iam_for(data_dir)
@@ -396,8 +402,19 @@ def audit(
         result = iam.audit_verify()
         state = "intact" if result.ok else f"ALTERED at record {result.first_bad_id}"
         out.print(f"audit log {state}: {result.checked} records checked")
+        if result.problem:
+            out.print(result.problem)
         if not result.ok:
             raise typer.Exit(1)
+        return
+    if seal is not None:
+        if seal < 0:
+            raise InvalidRequest(f"--seal: {seal} is not a number of days")
+        segments = iam.audit_seal(timedelta(days=seal))
+        for segment in segments:
+            out.print(f"records {segment.first_id}-{segment.last_id} sealed in {segment.name}")
+        if not segments:
+            out.print(f"no record older than {seal} days left to seal")
         return
     start = None
     if since:

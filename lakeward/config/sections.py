@@ -234,6 +234,17 @@ class AccessSettings(_Section):
         description="Where users, policies, secrets and the audit log live; "
         "None: SQLite files in <data dir>/access (e.g. postgresql://user@host/lakeward)",
     )
+    audit_keep_days: int = Field(
+        default=90,
+        ge=0,
+        description="Days an audit record stays in the database before it is sealed "
+        "into an archive segment (verified with the rest); 0: it stays for good",
+    )
+    audit_archive: Path | None = Field(
+        default=None,
+        description="Directory of the audit log's sealed segments; "
+        "None: <data dir>/access/audit-archive",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -4,7 +4,9 @@
 * the real-time indexer: storage events, the ``file://`` lake's watcher, and the
   notifications posted to the webhook (``POST /events/s3``);
 * the BI service's scheduled extract refreshes;
-* the rotation of the stack's process logs (``run_logs.py``), every ``LOG_CHECK`` s.
+* the rotation of the stack's process logs (``run_logs.py``) and the sealing of the
+  audit log's old records into archive segments (``access.audit_keep_days``), every
+  ``LOG_CHECK`` s.
 
 With one process (``create_app`` alone, as in tests) they run in it. Under
 ``lakeward serve`` they run in the supervisor, beside its workers: a worker that
@@ -14,9 +16,12 @@ notifications to the supervisor's indexer (relay.py).
 
 from __future__ import annotations
 
+import logging
 import threading
+from datetime import timedelta
 from pathlib import Path
 
+from lakeward.access.audit import AuditLog
 from lakeward.access.control import AccessControl
 from lakeward.bi.service import BiService
 from lakeward.config import Settings
@@ -27,6 +32,8 @@ from lakeward.query.service import QueryService
 from lakeward.run_logs import rotate_logs
 
 LOG_CHECK = 60.0
+
+log = logging.getLogger(__name__)
 
 
 class Background:
@@ -42,6 +49,7 @@ class Background:
         workflow: ErasureWorkflow | None = None,
     ) -> None:
         self.settings = settings
+        self.access = access
         self.indexer = RealtimeIndexer.for_settings(settings)
         self.bi = bi or BiService(settings, access, queries, owner=True)
         self._owns_bi = bi is None
@@ -58,7 +66,7 @@ class Background:
 
     def start(self) -> None:
         self.indexer.start()
-        self._logs = threading.Thread(target=self._rotate_logs, name="log-rotation", daemon=True)
+        self._logs = threading.Thread(target=self._rotate, name="log-rotation", daemon=True)
         self._logs.start()
         if self.settings.erasure.run_worker:
             # Approvals arrive through the server, so it also takes the steps that follow.
@@ -67,11 +75,9 @@ class Background:
             )
             self._worker.start()
 
-    def _rotate_logs(self) -> None:
-        run_dir = Path(self.settings.data_dir) / "run"
-        limits = self.settings.logs
+    def _rotate(self) -> None:
         while not self._stop.wait(LOG_CHECK):
-            rotate_logs(run_dir, limits.max_bytes, limits.keep)
+            tidy(self.settings, self.access.audit)
 
     def stop(self) -> None:
         self._stop.set()
@@ -84,3 +90,18 @@ class Background:
             self.bi.close()
         if self._owns_workflow:
             self.workflow.close()
+
+
+def tidy(settings: Settings, audit: AuditLog) -> None:
+    """One pass: rotate the process logs, seal the audit records past their keep."""
+    rotate_logs(Path(settings.data_dir) / "run", settings.logs.max_bytes, settings.logs.keep)
+    keep_days = settings.access.audit_keep_days
+    if not keep_days:
+        return  # every record stays in the database
+    try:
+        for segment in audit.seal(timedelta(days=keep_days)):
+            log.info(
+                "audit records %d-%d sealed in %s", segment.first_id, segment.last_id, segment.name
+            )
+    except Exception:  # the next pass tries again; the records stay meanwhile
+        log.exception("sealing the audit log's old records failed")

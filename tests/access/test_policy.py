@@ -645,7 +645,7 @@ def test_warning_for_for_all_values_in_an_allow() -> None:
 
 
 def test_known_actions() -> None:
-    assert len(KNOWN_ACTIONS) == 19 + 1 + 18 + 4 + 2 + 5 + 32 + 27 + 9 + 1
+    assert len(KNOWN_ACTIONS) == 19 + 1 + 18 + 4 + 2 + 5 + 32 + 27 + 9 + 2
     assert {"sts:AssumeRole", "iam:UpdateAssumeRolePolicy", "iam:GetRole"} <= KNOWN_ACTIONS
     assert "athena:StartQueryExecution" in KNOWN_ACTIONS
     assert {"glue:CreateTable", "glue:BatchCreatePartition", "glue:GetPartitions"} <= KNOWN_ACTIONS
@@ -655,6 +655,7 @@ def test_known_actions() -> None:
     assert {"erasure:ListRequests", "erasure:GetRequest"} <= KNOWN_ACTIONS
     assert "erasure:UseApprovalLink" in KNOWN_ACTIONS
     assert {"erasure:GetWebhookToken", "erasure:RotateWebhookToken"} <= KNOWN_ACTIONS
+    assert {"audit:Query", "audit:Seal"} <= KNOWN_ACTIONS
 
 
 # ----------------------------------------------------------------------------- timing
