@@ -33,7 +33,7 @@ from lakeward.config import Settings
 from lakeward.http.supervisor import read_record
 from lakeward.http.worker import WORKER_HEADER
 from lakeward.metastore.node import MetastoreNode
-from lakeward.process import is_running, port_is_free
+from lakeward.process import children, is_running, port_is_free
 from lakeward.stack import Stack
 
 TABLE = "covid_confirmed_cases"
@@ -440,6 +440,8 @@ class Soak:
             record = read_record(self.settings)
             pids = [record.get("supervisor"), record.get("spare")]
             pids += [w.get("pid") for w in record.get("workers", [])]
+            if keeper is not None:  # a standby supervisor and its workers too
+                pids += [pid for child in children(keeper) for pid in (child, *children(child))]
             sample = _rss_and_fds(keeper) if keeper is not None else None
             with self.lock:
                 self.seen.update(int(pid) for pid in [keeper, *pids] if pid)

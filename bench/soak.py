@@ -51,6 +51,9 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--every", type=float, default=6.0, help="seconds between faults")
     parser.add_argument("--json", type=Path, help="write the report here too")
+    parser.add_argument(
+        "--standby", action="store_true", help="the server keeps a standby (server.standby)"
+    )
     args = parser.parse_args()
     seconds = 3600 * args.hours if args.hours else 60 * (args.minutes or 5)
 
@@ -61,7 +64,9 @@ def main() -> int:
         parser.error(f"{args.data_dir} has no running stack: run lakeward up first")
     own = Path(tempfile.mkdtemp(prefix="lakeward-soak-"))
     lake = stack.lake.model_copy(update={"root": stack.lake_root})
-    server = stack.server.model_copy(update={"port": free_port("127.0.0.1", 18990), "workers": 2})
+    server = stack.server.model_copy(
+        update={"port": free_port("127.0.0.1", 18990), "workers": 2, "standby": args.standby}
+    )
     settings = stack.model_copy(update={"data_dir": own, "lake": lake, "server": server})
     write_state(settings)
     processes = Stack(settings)

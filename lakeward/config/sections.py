@@ -205,6 +205,11 @@ class ServerSettings(_Section):
         description="HTTP worker processes behind the port (`lakeward serve`); "
         "None: one per CPU core",
     )
+    standby: bool = Field(
+        default=False,
+        description="Keep a standby supervisor with its workers built, to take over at once "
+        "when the serving one dies with its workers (the memory of as many workers again)",
+    )
 
 
 class LogsSettings(_Section):

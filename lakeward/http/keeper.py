@@ -9,6 +9,11 @@ soon as the new workers have started. A supervisor
 that had served is replaced at once; one that keeps dying before it serves is restarted
 less and less often (up to every ``MAX_DELAY`` s), with the cause in the server's log.
 
+With ``server.standby``, once the supervisor serves the keeper also starts a standby:
+a supervisor whose workers are built and wait. When the serving supervisor dies, the
+standby is told to serve and takes over at once, the killed workers' places with it,
+without the seconds new workers take to load; another standby is then started.
+
 The keeper does nothing else, so that there is as little as possible to go wrong in
 the one process nothing restarts. Stopping it (SIGTERM or SIGINT, as ``lakeward
 down`` does) stops the supervisor, which stops its workers.
@@ -28,7 +33,7 @@ from types import FrameType
 
 from lakeward.config import Settings
 from lakeward.errors import StackError
-from lakeward.http.supervisor import read_record
+from lakeward.http.supervisor import STOP_TIMEOUT, read_record
 from lakeward.process import exit_cause
 
 log = logging.getLogger(__name__)
@@ -38,6 +43,8 @@ FIRST_DELAY = 0.1
 MAX_DELAY = 30.0
 STEADY = 30.0
 """A supervisor that lived this long died by accident, not by a fault it will meet again."""
+LOOK = 0.05
+"""Seconds between the keeper's looks at its supervisors."""
 
 
 def next_start(failures: int, served: bool, lived: float) -> tuple[int, float]:
@@ -56,6 +63,9 @@ class Keeper:
         self.restarts = 0
         self._stopping = threading.Event()
         self._child: subprocess.Popen[bytes] | None = None
+        self._standby: subprocess.Popen[bytes] | None = None
+        self._standby_failures = 0
+        self._standby_due = 0.0
 
     def run(self) -> None:
         host = self.settings.server.host
@@ -74,7 +84,9 @@ class Keeper:
             while not self._stopping.is_set():
                 started = time.monotonic()
                 self._child = self._start(listener)
-                code = self._child.wait()
+                code = self._wait(listener)
+                while not self._stopping.is_set() and self._take_over(code):
+                    code = self._wait(listener)
                 if self._stopping.is_set():
                     break
                 served = read_record(self.settings).get("supervisor") == self._child.pid
@@ -85,9 +97,70 @@ class Keeper:
                 self.restarts += 1
                 self._stopping.wait(delay)
         finally:
+            for child in (self._child, self._standby):
+                if child is not None and child.poll() is None:
+                    child.terminate()
+            for child in (self._child, self._standby):
+                if child is not None:
+                    # A stopped supervisor stops its workers first; none is left behind.
+                    try:
+                        child.wait(STOP_TIMEOUT + 5)
+                    except subprocess.TimeoutExpired:
+                        child.kill()
             listener.close()
 
-    def _start(self, listener: socket.socket) -> subprocess.Popen[bytes]:
+    def _wait(self, listener: socket.socket) -> int:
+        """Until the serving supervisor exits (its code), keeping a standby meanwhile."""
+        assert self._child is not None
+        while True:
+            try:
+                return self._child.wait(LOOK)
+            except subprocess.TimeoutExpired:
+                pass
+            if self.settings.server.standby and not self._stopping.is_set():
+                self._keep_standby(listener)
+
+    def _keep_standby(self, listener: socket.socket) -> None:
+        standby = self._standby
+        if standby is not None:
+            code = standby.poll()
+            if code is None:
+                return
+            self._standby = None
+            self._standby_failures, delay = next_start(self._standby_failures, False, 0.0)
+            self._standby_due = time.monotonic() + delay
+            log.warning("the standby supervisor %s; another in %.1f s", exit_cause(code), delay)
+        if time.monotonic() < self._standby_due:
+            return
+        record = read_record(self.settings)
+        workers = record.get("workers") or []
+        assert self._child is not None
+        if record.get("supervisor") == self._child.pid and all(
+            w.get("state") == "running" for w in workers
+        ):
+            # Only once the serving one serves fully: its start is not slowed by this.
+            self._standby = self._start(listener, standby=True)
+
+    def _take_over(self, code: int) -> bool:
+        """The serving supervisor exited with ``code``: promote the standby, if one waits."""
+        standby, self._standby = self._standby, None
+        if standby is None or standby.poll() is not None:
+            return False
+        assert standby.stdin is not None
+        try:
+            standby.stdin.write(b"serve\n")
+            standby.stdin.close()
+        except OSError:
+            return False
+        log.warning(
+            "the supervisor %s; the standby (pid %d) takes over", exit_cause(code), standby.pid
+        )
+        self._child = standby
+        self._standby_failures = 0
+        self.restarts += 1
+        return True
+
+    def _start(self, listener: socket.socket, standby: bool = False) -> subprocess.Popen[bytes]:
         child = subprocess.Popen(
             [sys.executable, "-m", "lakeward.http.supervisor"],
             stdin=subprocess.PIPE,
@@ -98,15 +171,18 @@ class Keeper:
             "settings": self.settings.to_raw(),
             "fd": listener.fileno(),
             "port": self.port,
+            "standby": standby,
         }
         assert child.stdin is not None
         # On stdin, not argv: the settings hold the API's secret.
         child.stdin.write(json.dumps(config).encode() + b"\n")
-        child.stdin.close()
+        child.stdin.flush()
+        if not standby:  # a standby's stdin stays open for the word to serve
+            child.stdin.close()
         return child
 
     def _stop(self, signum: int, _frame: FrameType | None) -> None:
         self._stopping.set()
-        child = self._child
-        if child is not None and child.poll() is None:
-            child.send_signal(signum)
+        for child in (self._child, self._standby):
+            if child is not None and child.poll() is None:
+                child.send_signal(signum)

@@ -98,11 +98,17 @@ class Supervisor:
     """
 
     def __init__(
-        self, settings: Settings, port: int, listener: socket.socket | None = None
+        self,
+        settings: Settings,
+        port: int,
+        listener: socket.socket | None = None,
+        *,
+        standby: bool = False,
     ) -> None:
         self.settings = settings
         self.port = port
         self.listener = listener
+        self.standby = standby
         self.count = worker_count(settings)
         self.slots: list[Slot] = []
         self.spare: Process | None = None
@@ -128,6 +134,16 @@ class Supervisor:
         from lakeward.http.background import Background
         from lakeward.query.service import QueryService
 
+        if self.standby:
+            if not self._wait_for_the_word():
+                self._stop_processes([p.popen for p in launched])
+                listener.close()
+                relay.close()
+                return
+            # The serving supervisor died: its workers' places are taken at once, by
+            # workers built long ago; the services (the catalog registered) follow.
+            for index, process in enumerate(launched, start=1):
+                self.slots.append(Slot(index, self._serve(process)))
         access = AccessControl(self.settings)
         # The stack's catalog is registered here, once; its BI refreshes run queries here.
         queries = QueryService(self.settings, access=access, owner=True)
@@ -135,8 +151,9 @@ class Supervisor:
         background.start()
         relay.indexer = background.indexer
         try:
-            for index, process in enumerate(launched, start=1):
-                self.slots.append(Slot(index, self._serve(process)))
+            if not self.standby:
+                for index, process in enumerate(launched, start=1):
+                    self.slots.append(Slot(index, self._serve(process)))
             self._write()
             log.warning(
                 "serving on %s:%d with %d workers", self.settings.server.host, self.port, self.count
@@ -162,6 +179,22 @@ class Supervisor:
 
     def _stop(self, _signum: int, _frame: FrameType | None) -> None:
         self._stopping.set()
+
+    def _wait_for_the_word(self) -> bool:
+        """As a standby: wait, workers built, until the keeper says ``serve`` (True), or
+        stops this process or goes away (False)."""
+        said: list[str] = []
+        heard = threading.Event()
+
+        def listen() -> None:
+            said.append(sys.stdin.readline().strip())
+            heard.set()
+
+        threading.Thread(target=listen, name="standby", daemon=True).start()
+        while not heard.wait(CHECK):
+            if self._stopping.is_set():
+                return False
+        return said == ["serve"] and not self._stopping.is_set()
 
     def _launch(self, listener: socket.socket, relay: RelayServer) -> Process:
         """Start a worker; it builds the application and waits for ``_serve``."""
@@ -244,6 +277,10 @@ class Supervisor:
         running = [slot.process.popen for slot in self.slots]
         if self.spare is not None:
             running.append(self.spare.popen)
+        self._stop_processes(running)
+
+    @staticmethod
+    def _stop_processes(running: list[subprocess.Popen[bytes]]) -> None:
         for popen in running:
             popen.terminate()
         deadline = time.monotonic() + STOP_TIMEOUT
@@ -283,7 +320,7 @@ def main() -> None:
     config = json.loads(sys.stdin.readline())
     settings = Settings.model_validate({**config["settings"], "data_dir": config["data_dir"]})
     listener = socket.socket(fileno=config["fd"])
-    Supervisor(settings, config["port"], listener).run()
+    Supervisor(settings, config["port"], listener, standby=config.get("standby", False)).run()
 
 
 if __name__ == "__main__":
