@@ -6,7 +6,8 @@ Used by bench/soak.py (runs of any length, with their figures) and tests/test_so
 
 Clients are real boto3 clients, one per thread, each with its own connections: Athena's
 for SELECTs whose answer is known, CTAS, INSERT and views over the stack's covid table,
-and S3's for objects put through lakeward's S3 endpoint. The
+and S3's for objects put through lakeward's S3 endpoint, people's records among them
+(erased through approval by another thread: bench/_soak_people.py). The
 fault thread kills (SIGKILL) or pauses (SIGSTOP, then SIGCONT) one of the server's
 processes every few seconds, by a seeded random choice, and measures how long the
 server then takes to answer again. Every execution and every answered call is recorded;
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench._soak_people import People, PeopleReport
 from lakeward.config import Settings
 from lakeward.http.supervisor import read_record
 from lakeward.http.worker import WORKER_HEADER
@@ -41,7 +43,14 @@ COUNTRIES = ("Italy", "Spain", "France", "Germany", "Japan", "Brazil", "India", 
 DONE = ("SUCCEEDED", "FAILED", "CANCELLED")
 SERVER_FAULTS = ("worker_kill", "worker_pause", "supervisor_kill", "server_kill")
 METASTORE_FAULT = "metastore_kill"
-WORKLOAD = (("select", 5), ("ctas", 2), ("insert", 2), ("view", 1), ("s3_put", 2))
+WORKLOAD = (
+    ("select", 5),
+    ("ctas", 2),
+    ("insert", 2),
+    ("view", 1),
+    ("s3_put", 2),
+    ("people_put", 2),
+)
 """Statement kinds (and S3 puts) and their weights in each client's random choice."""
 CALL_PATIENCE = 90.0
 """Seconds a client keeps retrying one call through faults before it records an error."""
@@ -92,13 +101,16 @@ class Report:
     bodiless: list[str] = field(default_factory=list)  # answers that lacked their body
     samples: list[tuple[float, int, int]] = field(default_factory=list)  # t, rss kB, fds
     invariants: dict[str, str] = field(default_factory=dict)
+    people: PeopleReport = field(default_factory=PeopleReport)  # bench/_soak_people.py
 
     def per_minute(self) -> dict[str, float]:
         """SUCCEEDED statements per minute, by kind."""
         done = Counter(s.kind for s in self.statements if s.state == "SUCCEEDED")
         done["s3_put"] = sum(1 for p in self.puts if p.acknowledged)
+        done["people_put"] = sum(1 for o in self.people.objects if o.acknowledged)
+        done["erasure"] = sum(1 for e in self.people.erasures if e.state == "COMPLETED")
         minutes = max(self.seconds, 1.0) / 60
-        return {kind: done[kind] / minutes for kind, _ in WORKLOAD}
+        return {kind: done[kind] / minutes for kind in [*(k for k, _ in WORKLOAD), "erasure"]}
 
 
 class _Calls:
@@ -185,6 +197,8 @@ class Soak:
         self.known: dict[str, tuple[int, int]] = {}  # country -> (rows, confirmed)
         self.log_table = f"{self.run_id}_log"
         self.prefix = f"soak/{self.run_id}/"  # the S3 puts' keys, in the data bucket
+        self.people = People(self)
+        self.report.people = self.people.report
         metastore_nodes = settings.metastore.nodes if settings.metastore.port else 0
         self.faults = SERVER_FAULTS + ((METASTORE_FAULT,) if metastore_nodes > 1 else ())
 
@@ -199,6 +213,9 @@ class Soak:
             for i in range(self.clients)
         ]
         threads.append(threading.Thread(target=self._fault_loop, args=(started,), name="faults"))
+        threads.append(
+            threading.Thread(target=self.people.erase_loop, args=(self.seed,), name="erasures")
+        )
         threads.append(threading.Thread(target=self._sample_loop, args=(started,), name="sample"))
         for thread in threads:
             thread.start()
@@ -210,7 +227,9 @@ class Soak:
         return self.report
 
     def _prepare(self, calls: _Calls) -> None:
-        """The known answers, before any fault; the INSERTs' table, empty."""
+        """The known answers, before any fault; the INSERTs' table, empty; the people's
+        dataset registered."""
+        self.people.prepare()
         in_list = ", ".join(f"'{c}'" for c in COUNTRIES)
         rows = self._rows(
             calls,
@@ -246,6 +265,9 @@ class Soak:
             kind = rng.choices(kinds, weights)[0]
             if kind == "s3_put":
                 self._put(s3, f"{self.prefix}c{index}_{number}", rng)
+                continue
+            if kind == "people_put":
+                self.people.put(s3, f"c{index}_{number}", rng)
                 continue
             country = rng.choice(COUNTRIES)
             statement = self._statement(kind, country, f"c{index}_{number}")
@@ -485,6 +507,7 @@ class Soak:
             "every acknowledged S3 put reads back as written, none half-written",
             self._objects(),
         )
+        self.people.check(_Calls(self.settings, self.report, self.lock, "s3"), verdict)
         verdict("every answered API call has its audit record", self._unaudited())
         self.report.invariants = results
         return results
@@ -603,6 +626,7 @@ class Soak:
         s3 = _Calls(self.settings, self.report, self.lock, "s3")
         for put in self.report.puts:
             s3("delete_object", Bucket=self.settings.lake.data_bucket, Key=put.key)
+        self.people.clean_up(s3)
 
 
 def leftovers(settings: Settings, pids: set[int]) -> list[str]:
@@ -644,6 +668,15 @@ def summary(report: Report) -> list[str]:
     lines.append(f"SUCCEEDED per minute: {rates}")
     acknowledged = sum(1 for p in report.puts if p.acknowledged)
     lines.append(f"S3 puts: {acknowledged} acknowledged of {len(report.puts)}")
+    people = report.people
+    acknowledged = sum(1 for o in people.objects if o.acknowledged)
+    lines.append(f"people's objects: {acknowledged} acknowledged of {len(people.objects)}")
+    ends = Counter(e.state or "not asked" for e in people.erasures)
+    times = sorted(e.seconds for e in people.erasures if e.seconds is not None)
+    took = ""
+    if times:
+        took = f"; request to end: median {times[len(times) // 2]:.1f} s, worst {times[-1]:.1f} s"
+    lines.append(f"erasures: {dict(ends)}{took}")
     by_kind: dict[str, list[Fault]] = {}
     for fault in report.faults:
         by_kind.setdefault(fault.kind, []).append(fault)

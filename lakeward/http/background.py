@@ -2,7 +2,10 @@
 
 * the erasure worker (``erasure.run_worker``): the steps that follow an approval;
 * the real-time indexer: storage events, the ``file://`` lake's watcher, and the
-  notifications posted to the webhook (``POST /events/s3``);
+  notifications posted to the webhook (``POST /events/s3``); with ``catch_up`` (the
+  supervisor of ``lakeward serve``), it first catches up with what changed while no
+  indexer ran, or was lost in the queue of one killed: a rebuild that reads only the
+  objects whose eTag the index does not hold;
 * the BI service's scheduled extract refreshes;
 * the rotation of the stack's process logs (``run_logs.py``) and the sealing of the
   audit log's old records into archive segments (``access.audit_keep_days``), every
@@ -47,6 +50,7 @@ class Background:
         *,
         bi: BiService | None = None,
         workflow: ErasureWorkflow | None = None,
+        catch_up: bool = False,
     ) -> None:
         self.settings = settings
         self.access = access
@@ -60,12 +64,17 @@ class Background:
             owns_index=True,
         )
         self._owns_workflow = workflow is None
+        self._catch_up = catch_up
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
         self._logs: threading.Thread | None = None
 
     def start(self) -> None:
         self.indexer.start()
+        if self._catch_up:
+            threading.Thread(
+                target=self._index_catch_up, name="index-catch-up", daemon=True
+            ).start()
         self._logs = threading.Thread(target=self._rotate, name="log-rotation", daemon=True)
         self._logs.start()
         if self.settings.erasure.run_worker:
@@ -74,6 +83,19 @@ class Background:
                 target=self.workflow.run_forever, args=(self._stop,), name="erasure-worker"
             )
             self._worker.start()
+
+    def _index_catch_up(self) -> None:
+        try:
+            report = self.workflow.index.reindex()
+        except Exception:  # the index stays as it was; `erasure index build` does the same
+            log.exception("catching the erasure index up with the lake failed")
+            return
+        if report.objects_indexed or report.objects_removed:
+            log.warning(
+                "erasure index caught up: %d objects indexed, %d removed",
+                report.objects_indexed,
+                report.objects_removed,
+            )
 
     def _rotate(self) -> None:
         while not self._stop.wait(LOG_CHECK):

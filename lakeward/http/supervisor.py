@@ -147,7 +147,7 @@ class Supervisor:
         access = AccessControl(self.settings)
         # The stack's catalog is registered here, once; its BI refreshes run queries here.
         queries = QueryService(self.settings, access=access, owner=True)
-        background = Background(self.settings, access, queries)
+        background = Background(self.settings, access, queries, catch_up=True)
         background.start()
         relay.indexer = background.indexer
         try:

@@ -234,3 +234,37 @@ def test_index_status_command_shows_lag_counts_and_dead_letters(tmp_path: Path) 
     assert 0 < realtime["lag_p50_seconds"] <= realtime["lag_p95_seconds"]
     text = lakeward("erasure", "index", "status", data_dir=data_dir).stdout
     assert "lag (last / p50 / p95)" in text and "dead letters" in text
+
+
+def test_the_servers_indexer_catches_up_with_what_changed_while_none_ran(
+    service: ErasureIndexService, tmp_path: Path
+) -> None:
+    """Objects written, replaced or deleted while no indexer ran (a supervisor killed
+    with events in its queue, say) are indexed once the server's background starts."""
+    from lakeward.access.control import AccessControl
+    from lakeward.http.background import Background
+    from lakeward.query.service import QueryService
+
+    storage = service.storage
+    keys = write_lake(storage, seed=3, per_format=2)
+    service.reindex()
+    # With no indexer running: one object added, one replaced, one deleted.
+    rng = random.Random(11)
+    ids = users(rng, 5)
+    storage.put(BUCKET, JSON_KEY, object_for(rng, ids, JSON_KEY))
+    replaced = next(k for k in keys if k.endswith(".jsonl"))
+    storage.put(BUCKET, replaced, object_for(rng, ids, replaced))
+    storage.delete(BUCKET, keys[-1])
+    expected = clean_build(service, tmp_path)
+    assert snapshot(service.store) != expected
+
+    settings = service.settings
+    access = AccessControl(settings)
+    queries = QueryService(settings, access=access, owner=True)
+    background = Background(settings, access, queries, catch_up=True)
+    background.start()
+    try:
+        eventually(lambda: snapshot(service.store) == expected, what="the index caught up")
+    finally:
+        background.stop()
+        queries.close()
