@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench._soak_iam import IamChanges, IamReport
 from bench._soak_people import People, PeopleReport
 from lakeward.config import Settings
 from lakeward.http.supervisor import read_record
@@ -102,6 +103,7 @@ class Report:
     samples: list[tuple[float, int, int]] = field(default_factory=list)  # t, rss kB, fds
     invariants: dict[str, str] = field(default_factory=dict)
     people: PeopleReport = field(default_factory=PeopleReport)  # bench/_soak_people.py
+    iam: IamReport = field(default_factory=IamReport)  # bench/_soak_iam.py
 
     def per_minute(self) -> dict[str, float]:
         """SUCCEEDED statements per minute, by kind."""
@@ -199,6 +201,8 @@ class Soak:
         self.prefix = f"soak/{self.run_id}/"  # the S3 puts' keys, in the data bucket
         self.people = People(self)
         self.report.people = self.people.report
+        self.iam = IamChanges(self)
+        self.report.iam = self.iam.report
         metastore_nodes = settings.metastore.nodes if settings.metastore.port else 0
         self.faults = SERVER_FAULTS + ((METASTORE_FAULT,) if metastore_nodes > 1 else ())
 
@@ -216,6 +220,7 @@ class Soak:
         threads.append(
             threading.Thread(target=self.people.erase_loop, args=(self.seed,), name="erasures")
         )
+        threads.append(threading.Thread(target=self.iam.loop, args=(self.seed,), name="iam"))
         threads.append(threading.Thread(target=self._sample_loop, args=(started,), name="sample"))
         for thread in threads:
             thread.start()
@@ -508,6 +513,8 @@ class Soak:
             self._objects(),
         )
         self.people.check(_Calls(self.settings, self.report, self.lock, "s3"), verdict)
+        iam = self.report.iam
+        verdict("every decision follows the IAM change before it", iam.wrong + iam.errors)
         verdict("every answered API call has its audit record", self._unaudited())
         self.report.invariants = results
         return results
@@ -677,6 +684,10 @@ def summary(report: Report) -> list[str]:
     if times:
         took = f"; request to end: median {times[len(times) // 2]:.1f} s, worst {times[-1]:.1f} s"
     lines.append(f"erasures: {dict(ends)}{took}")
+    lines.append(
+        f"IAM: {report.iam.users} users created, given a policy, deprived of it and deleted; "
+        f"{report.iam.decisions} decisions checked"
+    )
     by_kind: dict[str, list[Fault]] = {}
     for fault in report.faults:
         by_kind.setdefault(fault.kind, []).append(fault)

@@ -1,23 +1,25 @@
 """Soak and chaos: hours of mixed work against a server while its processes are killed.
 
     .venv/bin/python bench/soak.py --data-dir DIR [--hours 1 | --minutes 5] [--seed N]
-        [--clients 4] [--every 6] [--json FILE]
+        [--clients 4] [--every 6] [--standby] [--json FILE]
 
 On the running stack of ``--data-dir`` (``lakeward up``), on loopback only:
 
 1. starts a server of its own over the stack's metastore and lake (its state, audit
-   log and processes in a temporary directory; two workers), so that the stack's own
-   server is never killed;
+   log and processes in a temporary directory; two workers; with ``--standby``, a
+   standby supervisor too), so that the stack's own server is never killed;
 2. runs the scenario of bench/_soak.py for the time asked: ``--clients`` boto3 clients
    running SELECTs with known answers, CTAS, INSERTs and views, and putting objects of up
-   to 256 KiB through lakeward's S3 endpoint, while every ``--every``
+   to 256 KiB and objects of people's records through lakeward's S3 endpoint; a thread
+   asking for people's erasure and approving it (bench/_soak_people.py); a thread
+   changing IAM users and policies (bench/_soak_iam.py); while every ``--every``
    s (on average) one fault is injected, by a random choice from ``--seed``: a worker,
    the supervisor, or the supervisor and all its workers killed with SIGKILL, a worker
    paused for 1-4 s, and, on a stack of several metastore nodes, one node killed (and
    started again 3 s later);
 3. checks every invariant, drops what the run made, stops the server and looks for
    what it left behind (processes, its port, temporary directories);
-4. prints statements per minute by kind, the faults by kind with the longest time
+4. prints statements, puts and erasures per minute, the faults by kind with the longest time
    until the server answered again, the keeper's memory and descriptors, and each
    invariant: "held" or what broke it. The exit status is 1 if any did not hold.
 """

@@ -1,8 +1,8 @@
-"""A short soak: boto3 clients run SELECTs, CTAS, INSERTs, views and S3 puts (people's records
-among them, erased through approval meanwhile) against a server of its own over the session
-stack while its workers, its supervisor or all of them are
-killed with SIGKILL, or a worker paused, every few seconds (a fixed seed); then every
-invariant of bench/_soak.py must hold, and ``down`` must leave nothing behind.
+"""A short soak: boto3 clients run SELECTs, CTAS, INSERTs, views and S3 puts (people's
+records among them, erased through approval meanwhile; IAM users and policies changed too)
+against a server of its own over the session stack while its workers, its supervisor or all
+of them are killed with SIGKILL, or a worker paused, every few seconds (a fixed seed); then
+every invariant of bench/_soak.py must hold, and ``down`` must leave nothing behind.
 
 bench/soak.py runs the same scenario for as long as asked, with its figures.
 """
@@ -59,5 +59,6 @@ def test_a_short_soak_with_kills_holds_every_invariant(stack: Settings, tmp_path
     assert sum(1 for p in report.puts if p.acknowledged) > 0
     assert sum(1 for o in report.people.objects if o.acknowledged) > 0
     assert any(e.state == "COMPLETED" for e in report.people.erasures), report.people.erasures
+    assert report.iam.users > 0
     assert all(verdict == "held" for verdict in invariants.values()), invariants
     assert leftovers(settings, soak.seen) == []
