@@ -379,17 +379,19 @@ class AuditLog:
                 .order_by(audit_segments.c.last_id.desc())
                 .limit(1)
             ).first() or (0, GENESIS)
-            rows = conn.execute(
-                select(audit_log)
+            oldest = conn.execute(
+                select(audit_log.c.time)
                 .where(audit_log.c.id > through)
                 .order_by(audit_log.c.id)
-                .limit(SEGMENT_RECORDS)
-            ).mappings()
+                .limit(1)
+            ).scalar()
+            if oldest is None or as_utc(oldest) >= before:
+                return None  # the common case, each minute: one row read
             lines: list[bytes] = []
             last_hash: str = prev
-            for row in rows:
+            for row in _rows_in_order(conn, after=through):
                 record = _record(row)
-                if record.time >= before:
+                if record.time >= before or len(lines) == SEGMENT_RECORDS:
                     break
                 if row["id"] != through + len(lines) + 1 or row["hash"] != _chain_hash(
                     last_hash, record
@@ -492,12 +494,12 @@ class AuditLog:
         return (head[0], head[1]) if head else (0, GENESIS)
 
 
-def _rows_in_order(conn: Connection, page: int = 5000) -> Iterator[Any]:
+def _rows_in_order(conn: Connection, page: int = 5000, after: int = 0) -> Iterator[Any]:
     # Keyset pages: constant memory however long the log is.
-    last = None
+    last = after
     while True:
         query = select(audit_log).order_by(audit_log.c.id).limit(page)
-        if last is not None:
+        if last:
             query = query.where(audit_log.c.id > last)
         rows = conn.execute(query).mappings().all()
         yield from rows

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 
+from lakeward.access import audit
 from lakeward.access.audit import GENESIS, AuditLog, audit_log, audit_segments
 from lakeward.errors import InvalidRequest, StorageError
 from tests.access.test_audit import T0, drop_triggers, record, sql
@@ -71,6 +72,18 @@ def test_old_records_move_to_a_segment_and_the_chain_still_verifies(
     assert [s.name for s in log.segments()] == [segment.name, second.name]
     assert log.verify().ok and log.verify().checked == 11
     assert log.seal(timedelta(days=100, minutes=-9), now=NOW) == []  # nothing more is due
+
+
+def test_a_long_stretch_is_sealed_in_segments_of_a_bounded_size(
+    log: AuditLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(audit, "SEGMENT_RECORDS", 3)
+    for n in range(8):
+        log.append(record(n))
+    sealed = log.seal(timedelta(days=100, minutes=-7), now=NOW)
+    assert [(s.first_id, s.last_id) for s in sealed] == [(1, 3), (4, 6), (7, 7)]
+    assert [s.prev_hash for s in sealed[1:]] == [s.last_hash for s in sealed[:-1]]
+    assert rows_in_table(log) == [8] and log.verify().ok
 
 
 def test_unsealed_records_and_segment_rows_cannot_be_removed(log: AuditLog) -> None:
