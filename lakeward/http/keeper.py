@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -167,6 +168,7 @@ class Keeper:
             pass_fds=[listener.fileno()],
         )
         config = {
+            "keeper": os.getpid(),
             "data_dir": str(self.settings.data_dir),
             "settings": self.settings.to_raw(),
             "fd": listener.fileno(),

@@ -208,6 +208,7 @@ class Supervisor:
             popen, f"{socket.gethostname()}:{popen.pid}:w{self._launched}", time.time()
         )
         config = {
+            "supervisor": os.getpid(),
             "data_dir": str(self.settings.data_dir),
             "settings": self.settings.to_raw(),
             "fd": listener.fileno(),
@@ -318,6 +319,8 @@ def main() -> None:
     die_with_parent()  # a keeper killed takes the server down, for `lakeward up` to restart
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     config = json.loads(sys.stdin.readline())
+    if os.getppid() != config["keeper"]:
+        return  # the keeper died before this process asked to die with it
     settings = Settings.model_validate({**config["settings"], "data_dir": config["data_dir"]})
     listener = socket.socket(fileno=config["fd"])
     Supervisor(settings, config["port"], listener, standby=config.get("standby", False)).run()

@@ -11,7 +11,8 @@ it keeps serving until the supervisor the keeper starts in its place has its own
 workers serving, then stops as it would at ``lakeward down``. So the server answers
 throughout. It stops at once if the keeper is gone too (nothing will replace it), and
 after ``HANDOVER_LIMIT`` s in any case, so that a worker never serves on its own for long.
-Before it serves, a worker still dies with its supervisor.
+Before it serves, a worker still dies with its supervisor; one whose supervisor died
+before the worker could ask to die with it (a kill just after the start) does not start.
 """
 
 from __future__ import annotations
@@ -156,8 +157,12 @@ def hand_over_when_orphaned(server: uvicorn.Server, settings: Settings, supervis
 
 def main() -> None:
     die_with_parent()
-    supervisor = os.getppid()
     config = json.loads(sys.stdin.readline())
+    supervisor = config["supervisor"]
+    if os.getppid() != supervisor:
+        # It died before this process asked to die with it: nothing will manage this
+        # worker (and a later look would take init for its supervisor), so it goes.
+        return
     settings = Settings.model_validate({**config["settings"], "data_dir": Path(config["data_dir"])})
     relay = RelayClient(config["relay"], bytes.fromhex(config["key"]))
     app = create_app(settings, process=config["process"], relay=relay)

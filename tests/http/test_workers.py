@@ -33,7 +33,7 @@ from lakeward.erasure.realtime.webhook import webhook_token
 from lakeward.http.keeper import MAX_DELAY, STEADY, next_start
 from lakeward.http.supervisor import WORKERS_FILE, Supervisor, read_workers
 from lakeward.http.worker import WORKER_HEADER, OneSendProtocol, tag_responses
-from lakeward.process import free_port
+from lakeward.process import free_port, is_running
 from lakeward.stack import Stack, write_state
 from tests.helpers import lakeward
 
@@ -566,3 +566,48 @@ def test_a_response_leaves_in_one_send() -> None:
     wire = asyncio.run(serve_one())
     assert len(wire.sends) == 1, wire.sends
     assert wire.sends[0].startswith(b"HTTP/1.1 200") and wire.sends[0].endswith(body)
+
+
+ORPHAN_LAUNCHER = """
+import json, os, socket, subprocess, sys
+listener = socket.create_server(("127.0.0.1", 0))
+listener.set_inheritable(True)
+worker = subprocess.Popen([sys.executable, "-m", "lakeward.http.worker"],
+                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, pass_fds=[listener.fileno()])
+config = json.loads(sys.argv[1]) | {"supervisor": os.getpid(), "fd": listener.fileno()}
+worker.stdin.write(json.dumps(config).encode() + b"\\nserve\\n")
+worker.stdin.flush()
+print(worker.pid, listener.getsockname()[1], flush=True)
+os._exit(0)  # dies before the worker, still loading, could ask to die with it
+"""
+
+
+def test_a_worker_whose_supervisor_died_before_it_started_does_not_serve_on(
+    tmp_path: Path,
+) -> None:
+    """A supervisor killed right after starting a worker (and telling it to serve) left it
+    serving for good: the worker took init for its supervisor and never handed over."""
+    import subprocess
+    import sys
+
+    settings = load_settings(data_dir=tmp_path, env={})
+    config = {
+        "data_dir": str(tmp_path),
+        "settings": settings.to_raw(),
+        "process": "test:1:w1",
+        "relay": "\0lakeward-test-nobody",
+        "key": b"key".hex(),
+    }
+    launched = subprocess.run(
+        [sys.executable, "-c", ORPHAN_LAUNCHER, json.dumps(config)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    pid, port = map(int, launched.stdout.split())
+    try:
+        wait_for(lambda: not is_running(pid), 60, f"the orphaned worker {pid} to go")
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        if is_running(pid):
+            os.kill(pid, signal.SIGKILL)
