@@ -53,6 +53,8 @@ WORKLOAD = (
     ("people_put", 2),
 )
 """Statement kinds (and S3 puts) and their weights in each client's random choice."""
+STUCK_AFTER = 300.0
+"""Seconds a client waits for an execution to end before it goes on without it."""
 CALL_PATIENCE = 90.0
 """Seconds a client keeps retrying one call through faults before it records an error."""
 
@@ -330,10 +332,13 @@ class Soak:
             statement.error = f"{type(exc).__name__}: {exc}"
 
     def _wait(self, calls: _Calls, execution_id: str) -> dict[str, Any]:
+        """The execution's status once it ended, or as it is after ``STUCK_AFTER`` s (the
+        "no execution stays RUNNING" invariant then names it)."""
+        deadline = time.monotonic() + STUCK_AFTER
         while True:
             response = calls("get_query_execution", QueryExecutionId=execution_id)
             status: dict[str, Any] = response["QueryExecution"]["Status"]
-            if status["State"] in DONE:
+            if status["State"] in DONE or time.monotonic() > deadline:
                 return status
             time.sleep(0.05)
 

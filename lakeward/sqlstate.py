@@ -18,11 +18,13 @@ lakeward made before it recorded versions.
 
 from __future__ import annotations
 
+import logging
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Column,
@@ -39,6 +41,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import OperationalError
 
 from lakeward.errors import ConfigError
 
@@ -161,6 +164,30 @@ def current_version(conn: Connection, component: str) -> int:
         return 0
     query = select(schema_version.c.version).where(schema_version.c.component == component)
     return int(conn.execute(query).scalar() or 0)
+
+
+T = TypeVar("T")
+PERSIST_PATIENCE = 600.0
+"""Seconds ``persisted`` keeps trying a write the database turns away."""
+
+_log = logging.getLogger(__name__)
+
+
+def persisted(write: Callable[[], T], what: str, patience: float = PERSIST_PATIENCE) -> T:
+    """``write()``, tried again while the database turns it away for a while (SQLite's
+    lock held past the busy timeout by a loaded machine's other processes, PostgreSQL
+    restarting): for a write whose loss would leave something wrong for good, such as
+    an execution's end, which nothing else would ever record while its process lives."""
+    deadline, delay = time.monotonic() + patience, 0.05
+    while True:
+        try:
+            return write()
+        except OperationalError as exc:
+            if time.monotonic() > deadline:
+                raise
+            _log.warning("%s: the database turned it away (%s); trying again", what, exc.orig)
+            time.sleep(delay)
+            delay = min(1.0, delay * 2)
 
 
 def as_utc(value: datetime) -> datetime:

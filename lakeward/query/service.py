@@ -65,6 +65,7 @@ from lakeward.query.statements.base import Command, Context
 from lakeward.query.store import Store
 from lakeward.query.translate.query import check_translatable
 from lakeward.query.workgroups import WorkGroups
+from lakeward.sqlstate import persisted
 from lakeward.storage import Storage, load_storage
 from lakeward.storage.paths import lake_place
 
@@ -337,7 +338,10 @@ class QueryService(MetadataOperations, PreparedOperations):
             # RUNNING executions bounds the workgroup across every server process.
             # An execution ending here wakes the waiters at once; one ending in another
             # process is seen at the next look.
-            while not self.workgroups.start_running(execution.id, run.group):
+            while not persisted(
+                lambda: self.workgroups.start_running(execution.id, run.group),
+                f"execution {execution.id}",
+            ):
                 with self._ended:
                     self._ended.wait(_CAP_RECHECK_SECONDS)
                 if run.cancelled.is_set():
@@ -347,7 +351,7 @@ class QueryService(MetadataOperations, PreparedOperations):
                 self._finish(execution, *self._stopped())
                 return
             execution.state = QueryState.RUNNING
-            self.store.save_execution(execution)
+            persisted(lambda: self.store.save_execution(execution), f"execution {execution.id}")
             timer = threading.Timer(run.group.timeout_seconds, self._time_out, (execution.id,))
             timer.daemon = True
             timer.start()
@@ -424,8 +428,8 @@ class QueryService(MetadataOperations, PreparedOperations):
         final = _copy(execution)
         final.state = state
         if write is None or state != QueryState.SUCCEEDED:
-            self.store.save_execution(final)
-        elif not self.store.save_with_write(final):
+            persisted(lambda: self.store.save_execution(final), f"execution {execution.id}")
+        elif not persisted(lambda: self.store.save_with_write(final), f"execution {execution.id}"):
             # Another process took this one for dead and rolled the write back.
             self._finish(execution, QueryState.FAILED, ROLLED_BACK_ELSEWHERE)
             return

@@ -349,3 +349,29 @@ def test_a_refused_permission_fails_the_ctas_and_changes_nothing(
     assert not exists(sales, "written")
     results = execution.output_location.rsplit("/", 1)[0]
     assert lake_files(sales, f"{results}/tables/{execution.id}") == []
+
+
+def test_an_end_the_busy_state_database_turns_away_is_saved_once_it_takes_it(
+    sales: QueryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's lock held past the busy timeout (a loaded machine) turned an execution's
+    RUNNING and final saves away: the query thread ended, and the execution stayed
+    RUNNING for good, since its process lived on. Both saves are tried again."""
+    from sqlalchemy.exc import OperationalError
+
+    save = sales.store.save_execution
+    turned_away: list[str] = []
+
+    def busy_twice(execution: QueryExecution) -> None:
+        state = execution.state.value
+        if state != "QUEUED" and turned_away.count(state) < 2:
+            turned_away.append(state)
+            raise OperationalError("UPDATE query_executions", {}, Exception("database is locked"))
+        save(execution)
+
+    monkeypatch.setattr(sales.store, "save_execution", busy_twice)
+    execution = finish(sales, f"SELECT count(*) FROM covid WHERE {IN_COUNTRIES}")
+    assert execution.state == QueryState.SUCCEEDED
+    saved = sales.store.execution(execution.id)
+    assert saved is not None and saved.state == QueryState.SUCCEEDED
+    assert turned_away == ["RUNNING", "RUNNING", "SUCCEEDED", "SUCCEEDED"]
