@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from dataclasses import asdict
@@ -90,6 +91,7 @@ def main() -> int:
     finally:
         processes.server_process.stop()
     left = leftovers(settings, soak.seen)
+    shutil.rmtree(own, ignore_errors=True)  # the server's own state: made for this run
     verdict = "held" if not left else "; ".join(left[:5])
     report.invariants["nothing is left behind after down"] = verdict
     say(f"invariant: nothing is left behind after down: {verdict}")
