@@ -183,11 +183,26 @@ def persisted(write: Callable[[], T], what: str, patience: float = PERSIST_PATIE
         try:
             return write()
         except OperationalError as exc:
-            if time.monotonic() > deadline:
+            if not _for_a_while(exc) or time.monotonic() > deadline:
                 raise
             _log.warning("%s: the database turned it away (%s); trying again", what, exc.orig)
             time.sleep(delay)
             delay = min(1.0, delay * 2)
+
+
+def _for_a_while(exc: OperationalError) -> bool:
+    """Whether the database turned a write away for a while (a lock, a full disk, a lost
+    connection), not for good (a missing table or file, which waiting does not mend)."""
+    if exc.connection_invalidated:
+        return True
+    sqlite_name = getattr(exc.orig, "sqlite_errorname", None)
+    if sqlite_name is not None:
+        return str(sqlite_name).startswith(("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL"))
+    # PostgreSQL's classes: connection exception, insufficient resources, operator
+    # intervention (a restart), transaction rollback; none at all when the connection
+    # went before the server answered.
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    return sqlstate is None or str(sqlstate).startswith(("08", "53", "57", "40"))
 
 
 def as_utc(value: datetime) -> datetime:

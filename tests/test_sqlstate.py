@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Column, Integer, MetaData, Table, inspect, select, text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
 
 from lakeward import sqlstate
 from lakeward.errors import ConfigError
@@ -106,3 +108,45 @@ def test_the_query_store_keeps_catalogs_and_workgroups_on_both_backends(db: str 
     assert group.created == created and group.created.tzinfo is not None
     assert store.delete_catalog("lake") and store.catalogs() == []
     store.engine.dispose()
+
+
+def test_a_write_held_off_by_a_lock_is_tried_again_and_a_missing_table_is_not(
+    tmp_path: Path,
+) -> None:
+    """``persisted`` waits out what passes (another process holding SQLite's write lock
+    past the busy timeout) and raises at once what waiting cannot mend: an execution
+    saved into a database whose table is gone must not hang its thread for minutes."""
+    import threading
+
+    engine = sqlstate.open_engine(tmp_path / "state.db")
+    metadata.create_all(engine, tables=[things])
+    holder = sqlite3.connect(tmp_path / "state.db", timeout=0, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    impatient = sqlite3.connect(tmp_path / "state.db", timeout=0)
+    tries: list[int] = []
+
+    def write() -> int:
+        tries.append(1)
+        try:
+            impatient.execute("INSERT INTO things (id) VALUES (1)")
+            impatient.commit()
+        except sqlite3.OperationalError as e:
+            raise OperationalError("INSERT INTO things", {}, e) from e
+        return len(tries)
+
+    releaser = threading.Timer(0.5, holder.rollback)
+    releaser.start()
+    assert sqlstate.persisted(write, "a thing") > 1
+    assert impatient.execute("SELECT id FROM things").fetchall() == [(1,)]
+
+    def into_nowhere() -> None:
+        tries.append(1)
+        try:
+            impatient.execute("INSERT INTO gone (id) VALUES (1)")
+        except sqlite3.OperationalError as e:
+            raise OperationalError("INSERT INTO gone", {}, e) from e
+
+    tries.clear()
+    with pytest.raises(OperationalError, match="no such table: gone"):
+        sqlstate.persisted(into_nowhere, "a thing in no table")
+    assert len(tries) == 1
