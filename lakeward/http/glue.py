@@ -13,6 +13,7 @@ from lakeward.errors import InvalidRequest, LakewardError
 from lakeward.glue import GlueService
 from lakeward.glue.base import error_code
 from lakeward.http.athena.validation import checked, model
+from lakeward.http.sigv4 import json_signing_error
 
 TARGET_PREFIX = "AWSGlue."
 _log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def handle_glue(glue: GlueService, operation: str, body: bytes) -> dict[str, Any
 
 def glue_error(exc: Exception, operation: str, request_id: str) -> tuple[int, dict[str, str]]:
     """(status, body) of a failed Glue call."""
-    code = error_code(exc)
+    code = json_signing_error(exc) or error_code(exc)
     if code == "InternalServiceException":
         _log.error("Glue API %s failed (request %s)", operation, request_id, exc_info=exc)
         message = exc.message if isinstance(exc, LakewardError) else "Internal server error"

@@ -50,6 +50,19 @@ SIGNATURE_MISMATCH = (
 )
 
 
+def json_signing_error(exc: Exception) -> str | None:
+    """The name AWS's JSON services (Athena, Glue) give a request refused before its
+    operation for its key or signature; None for every other error."""
+    if not isinstance(exc, AccessDenied):
+        return None
+    if exc.message.startswith(MISSING_TOKEN):
+        return "MissingAuthenticationTokenException"
+    return {
+        INVALID_TOKEN: "UnrecognizedClientException",
+        SIGNATURE_MISMATCH: "InvalidSignatureException",
+    }.get(exc.message)
+
+
 class Credentials(Protocol):
     def secret_for(self, access_key_id: str, session_token: str | None = None) -> str | None:
         """The secret access key of ``access_key_id``, or None if there is no such key."""

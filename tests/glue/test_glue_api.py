@@ -195,6 +195,23 @@ def test_glue_errors_name_what_is_wrong(stack: Settings, database: str) -> None:
     # Glue's own model checks what botocore leaves to the service (lengths, patterns).
     with pytest.raises(glue.exceptions.InvalidInputException, match="'tableInput.name'"):
         glue.create_table(DatabaseName=database, TableInput=table_input("t" * 300, "s3://x/y/"))
+    # A key or signature refused, by the names AWS's JSON services give them.
+    stranger = client(stack, "glue", {"access_key_id": "AKIDSTRANGER", "secret_access_key": "x"})
+    with pytest.raises(ClientError) as refused:
+        stranger.get_databases()
+    assert refused.value.response["Error"]["Code"] == "UnrecognizedClientException"
+    secret = credentials(stack)["aws_secret_access_key"]
+    forger = client(
+        stack,
+        "glue",
+        {
+            "access_key_id": credentials(stack)["aws_access_key_id"],
+            "secret_access_key": secret + "x",
+        },
+    )
+    with pytest.raises(ClientError) as refused:
+        forger.get_databases()
+    assert refused.value.response["Error"]["Code"] == "InvalidSignatureException"
 
 
 def test_table_versions_and_restoring_one(stack: Settings, database: str) -> None:

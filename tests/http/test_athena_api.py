@@ -506,15 +506,15 @@ def test_malformed_requests_get_athena_shaped_400s(url: str) -> None:
     assert message.startswith("request body too large")
 
 
-def test_wrong_secret_and_unknown_key_are_denied(url: str) -> None:
+def test_wrong_secret_and_unknown_key_are_denied_by_athenas_names(url: str) -> None:
     with pytest.raises(ClientError) as wrong:
         athena(url, secret="not-the-secret").list_work_groups()
-    assert wrong.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert wrong.value.response["Error"]["Code"] == "InvalidSignatureException"
     assert "signature we calculated does not match" in wrong.value.response["Error"]["Message"]
 
     with pytest.raises(ClientError) as unknown:
         athena(url, key="AKIDSOMEONEELSE").list_work_groups()
-    assert unknown.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert unknown.value.response["Error"]["Code"] == "UnrecognizedClientException"
     assert unknown.value.response["Error"]["Message"] == (
         "The security token included in the request is invalid."
     )
@@ -526,7 +526,8 @@ def test_unsigned_request_is_denied(url: str) -> None:
         headers={"Content-Type": CONTENT_TYPE, "X-Amz-Target": "AmazonAthena.ListWorkGroups"},
         content=b"{}",
     )
-    assert "Missing Authentication Token" in assert_athena_error(response, "AccessDeniedException")
+    message = assert_athena_error(response, "MissingAuthenticationTokenException")
+    assert "Missing Authentication Token" in message
 
 
 def test_request_signed_six_minutes_ago_is_expired(url: str) -> None:

@@ -41,7 +41,7 @@ from lakeward.http.athena.validation import checked, model
 from lakeward.http.body import DEFAULT_MAX_BODY_BYTES, read_body
 from lakeward.http.glue import TARGET_PREFIX as GLUE_PREFIX
 from lakeward.http.glue import glue_error, handle_glue
-from lakeward.http.sigv4 import Credentials, ReplayGuard, verify
+from lakeward.http.sigv4 import Credentials, ReplayGuard, json_signing_error, verify
 from lakeward.http.sts import handle_sts, sts_error
 from lakeward.query.api import SqlApi
 from lakeward.query.model import JsonDict
@@ -235,6 +235,9 @@ _CLIENT_ERRORS: list[tuple[type[LakewardError], str]] = [
 
 def _error_response(exc: Exception, target: str, request_id: str) -> Response:
     """Athena's error shape; botocore picks the exception class from ``__type``."""
+    signing = json_signing_error(exc)
+    if signing is not None:
+        return _respond(400, {"__type": signing, "Message": exc.message}, request_id)  # type: ignore[attr-defined]
     for error, kind in _CLIENT_ERRORS:
         if isinstance(exc, error):
             body = {"__type": kind, "Message": exc.message}
