@@ -44,6 +44,9 @@ COUNTRIES = ("Italy", "Spain", "France", "Germany", "Japan", "Brazil", "India", 
 DONE = ("SUCCEEDED", "FAILED", "CANCELLED")
 SERVER_FAULTS = ("worker_kill", "worker_pause", "supervisor_kill", "server_kill")
 METASTORE_FAULT = "metastore_kill"
+DISK_FAULT = "disk_full"
+DISK_LEFT_FREE = (0, 1, 4)
+"""MiB the disk fault leaves free on the server's state file system, by random choice."""
 WORKLOAD = (
     ("select", 5),
     ("ctas", 2),
@@ -190,8 +193,17 @@ class _Calls:
 
 
 class Soak:
-    def __init__(self, settings: Settings, seed: int, clients: int = 4, every: float = 6.0) -> None:
-        self.settings = settings
+    def __init__(
+        self,
+        settings: Settings,
+        seed: int,
+        clients: int = 4,
+        every: float = 6.0,
+        disk: Path | None = None,
+    ) -> None:
+        """``disk``: the small file system the server's state is on (its data dir), which
+        the disk fault fills for a while; None leaves that fault out."""
+        self.settings, self.disk = settings, disk
         self.seed, self.clients, self.every = seed, clients, every
         self.run_id = f"soak_{seed}_{uuid.uuid4().hex[:6]}"
         self.report = Report()
@@ -207,6 +219,7 @@ class Soak:
         self.report.iam = self.iam.report
         metastore_nodes = settings.metastore.nodes if settings.metastore.port else 0
         self.faults = SERVER_FAULTS + ((METASTORE_FAULT,) if metastore_nodes > 1 else ())
+        self.faults += (DISK_FAULT,) if disk is not None else ()
 
     # -- the run ------------------------------------------------------------
 
@@ -410,6 +423,8 @@ class Soak:
                     self.report.faults.append(fault)
 
     def _inject(self, kind: str, rng: random.Random, at: float) -> Fault | None:
+        if kind == DISK_FAULT:
+            return self._fill_disk(rng, at)
         record = read_record(self.settings)
         workers = [int(w["pid"]) for w in record.get("workers", []) if w.get("pid")]
         if kind == METASTORE_FAULT:
@@ -441,6 +456,45 @@ class Soak:
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         return Fault(kind, at, victims[0], self._back_after(killed))
+
+    def _fill_disk(self, rng: random.Random, at: float) -> Fault:
+        """The state's file system filled to a few MiB free (none, at times) for 3-10 s,
+        then freed; the time is until a call that writes (a named query saved, and
+        deleted) is answered again."""
+        assert self.disk is not None
+        filler = self.disk / ".soak-filler"
+        stats = os.statvfs(self.disk)
+        size = stats.f_bavail * stats.f_frsize - rng.choice(DISK_LEFT_FREE) * 2**20
+        fd = os.open(filler, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        try:
+            if size > 0:
+                try:
+                    os.posix_fallocate(fd, 0, size)
+                except OSError:
+                    pass  # the server wrote meanwhile: the disk is full all the same
+            self.stopping.wait(rng.uniform(3.0, 10.0))
+        finally:
+            os.close(fd)
+            filler.unlink()
+        freed = time.monotonic()
+        return Fault(DISK_FAULT, at, 0, self._writes_after(freed))
+
+    def _writes_after(self, since: float) -> float | None:
+        """Seconds from ``since`` until the server saves something again."""
+        calls = _Calls(self.settings, self.report, self.lock)
+        deadline = since + 60
+        while time.monotonic() < deadline:
+            try:
+                made = calls.client.create_named_query(
+                    Name="soak-probe", Database="default", QueryString="SELECT 1"
+                )
+            except Exception:  # noqa: BLE001 - refused while the disk is full: try again
+                time.sleep(0.1)
+                continue
+            took = time.monotonic() - since
+            calls("delete_named_query", NamedQueryId=made["NamedQueryId"])
+            return took
+        return None
 
     def _back_after(self, since: float) -> float | None:
         """Seconds from ``since`` until a new connection's call is answered."""

@@ -103,10 +103,10 @@ class IamChanges:
                 got = "allowed"
             except ClientError as exc:
                 error = exc.response.get("Error", {})
-                got = error.get("Code", "")
-                if got == "AccessDeniedException":
-                    invalid = "security token included in the request is invalid"
-                    got = "refused" if invalid in error.get("Message", "") else "denied"
+                got = {
+                    "AccessDeniedException": "denied",
+                    "UnrecognizedClientException": "refused",
+                }.get(error.get("Code", ""), error.get("Code", ""))
             except BotoCoreError as exc:  # no answer: the process that had the call died
                 if time.monotonic() < deadline:
                     time.sleep(0.1)
