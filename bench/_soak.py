@@ -16,6 +16,7 @@ server then takes to answer again. Every execution and every answered call is re
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -170,6 +171,11 @@ class _Calls:
                 if code in ("ThrottlingException", "TooManyRequestsException"):
                     time.sleep(0.2)
                     continue
+                # The server's failure (its disk full, say): an SDK tries it again.
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+                if status >= 500 and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
                 raise
             except BotoCoreError:  # no answer: the process that had the call died
                 if time.monotonic() > deadline:
@@ -185,10 +191,13 @@ class _Calls:
             return response
 
     def _answered(self, operation: str, response: dict[str, Any]) -> None:
-        request_id = response.get("ResponseMetadata", {}).get("RequestId")
+        """Record an answer, but not a server error's: a call does nothing before its
+        decision is in the audit log, so one that failed there did nothing to record."""
+        metadata = response.get("ResponseMetadata", {})
+        request_id = metadata.get("RequestId")
         outcome = response.get("Error", {}).get("Code", "answered")
         with self.lock:
-            if request_id:
+            if request_id and metadata.get("HTTPStatusCode", 200) < 500:
                 self.report.answered.append((request_id, f"{operation}: {outcome}"))
 
 
@@ -467,11 +476,9 @@ class Soak:
         size = stats.f_bavail * stats.f_frsize - rng.choice(DISK_LEFT_FREE) * 2**20
         fd = os.open(filler, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
         try:
-            if size > 0:
-                try:
-                    os.posix_fallocate(fd, 0, size)
-                except OSError:
-                    pass  # the server wrote meanwhile: the disk is full all the same
+            # OSError: the server wrote meanwhile; the disk is full all the same.
+            with contextlib.suppress(OSError):
+                os.posix_fallocate(fd, 0, max(size, 1))
             self.stopping.wait(rng.uniform(3.0, 10.0))
         finally:
             os.close(fd)

@@ -58,9 +58,9 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
-from lakeward.errors import InvalidRequest, StorageError
+from lakeward.errors import InvalidRequest, StorageError, Unavailable
 from lakeward.sqlstate import as_utc, migrate, open_engine, writer
 
 DECISIONS = ("allowed", "explicitDeny", "implicitDeny")
@@ -289,6 +289,9 @@ class AuditLog:
         error: BaseException | None = None
         try:
             self._write(batch)
+        except OperationalError as e:  # its disk full, a lock held too long: it passes
+            error = Unavailable(f"the audit log could not record the call ({e.orig}), so it "
+                                "was not done; try it again shortly")  # fmt: skip
         except BaseException as e:
             error = e
         with self._cond:

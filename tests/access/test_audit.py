@@ -272,3 +272,39 @@ def test_two_logs_on_one_database_share_the_chain(db: str | Path) -> None:
         assert errors == []
         result = one.verify()
         assert (result.ok, result.checked) == (True, 160)
+
+
+def test_a_record_its_full_disk_turns_away_refuses_the_call_and_breaks_nothing(
+    tmp_path: Path,
+) -> None:
+    """SQLite's own cap on the database's pages stands in for a full disk: the same
+    SQLITE_FULL ("database or disk is full"). The call is refused as unavailable, with
+    the cause, not as an internal error; the records before it stay whole and chained,
+    and once there is room again the log takes records as before."""
+    from sqlalchemy import event
+
+    from lakeward.errors import Unavailable
+
+    with AuditLog(tmp_path / "audit.db") as log:
+        log.append(record(0))
+        pages = int(log.engine.connect().execute(text("PRAGMA page_count")).scalar_one())
+        cap = {"pages": pages + 2}
+
+        def capped(dbapi_connection: object, _record: object) -> None:
+            dbapi_connection.execute(f"PRAGMA max_page_count = {cap['pages']}")  # type: ignore[attr-defined]
+
+        event.listen(log.engine, "connect", capped)
+        log.engine.dispose()
+        with pytest.raises(Unavailable, match=r"database or disk is full.*not done"):
+            for n in range(1, 2_000):
+                log.append(record(n, resource="arn:" + "x" * 2_000))
+        kept = log.query(limit=10_000)
+        assert log.verify().ok
+        cap["pages"] = 1_000_000
+        log.engine.dispose()
+        log.append(record(5_000))
+        assert [r.request_id for r in log.query(limit=10_000)] == [
+            *(r.request_id for r in kept),
+            "req-5000",
+        ]
+        assert log.verify().ok

@@ -23,6 +23,7 @@ from lakeward.errors import (
     PreconditionFailed,
     StorageError,
     TooManyRequests,
+    Unavailable,
 )
 from lakeward.http.sigv4 import INVALID_TOKEN, MISSING_TOKEN, SIGNATURE_MISMATCH
 from lakeward.storage.multipart import UploadError
@@ -77,6 +78,8 @@ def s3_code(exc: Exception) -> tuple[int, str, str]:
         return 400, "InvalidRequest", exc.message
     if isinstance(exc, TooManyRequests):
         return 503, "SlowDown", exc.message
+    if isinstance(exc, Unavailable):
+        return 503, "ServiceUnavailable", exc.message
     if isinstance(exc, StorageError):
         return 500, "InternalError", exc.message
     if isinstance(exc, LakewardError):
