@@ -22,6 +22,7 @@ import os
 import random
 import re
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -705,6 +706,28 @@ class Soak:
         for put in self.report.puts:
             s3("delete_object", Bucket=self.settings.lake.data_bucket, Key=put.key)
         self.people.clean_up(s3)
+
+
+def small_disk(place: Path, mib: int) -> Path | None:
+    """``place`` on a file system of its own of ``mib`` MiB (tmpfs), for the disk fault;
+    None, having said why, where that cannot be (mounting needs root)."""
+    if mib <= 0:
+        return None
+    if os.geteuid() != 0:
+        print("no disk fault: mounting a small file system needs root", flush=True)
+        return None
+    mount = ["mount", "-t", "tmpfs", "-o", f"size={mib}m,mode=700", "lakeward-soak", str(place)]
+    done = subprocess.run(mount, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(f"no disk fault: {' '.join(mount)}: {done.stderr.strip()}", flush=True)
+        return None
+    return place
+
+
+def unmount(place: Path) -> str | None:
+    """Unmount ``small_disk``'s file system; what went wrong, if anything."""
+    done = subprocess.run(["umount", str(place)], capture_output=True, text=True, check=False)
+    return None if done.returncode == 0 else f"{place} is still mounted: {done.stderr.strip()}"
 
 
 def leftovers(settings: Settings, pids: set[int]) -> list[str]:

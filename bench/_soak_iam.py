@@ -65,17 +65,21 @@ class IamChanges:
             access.audit.close()
 
     def _one_user(self, iam: Any, user: str) -> None:
-        iam.create_user(user)
-        key_id, secret = iam.create_access_key(user)
+        from lakeward.sqlstate import persisted
+
+        # Each change tried again while the database turns it away (its disk full for a
+        # while), as an operator would.
+        persisted(lambda: iam.create_user(user), f"create {user}")
+        key_id, secret = persisted(lambda: iam.create_access_key(user), f"key of {user}")
         client = self._client(key_id, secret)
         self._expect(client, "denied", f"{user}, no policy")
-        iam.attach_policy("user", user, self.policy)
+        persisted(lambda: iam.attach_policy("user", user, self.policy), f"attach to {user}")
         self._expect(client, "allowed", f"{user}, its policy attached")
-        iam.detach_policy("user", user, self.policy)
+        persisted(lambda: iam.detach_policy("user", user, self.policy), f"detach from {user}")
         self._expect(client, "denied", f"{user}, its policy detached")
-        iam.delete_access_key(user, key_id)
+        persisted(lambda: iam.delete_access_key(user, key_id), f"delete key of {user}")
         self._expect(client, "refused", f"{user}, its key deleted")
-        iam.delete_user(user)
+        persisted(lambda: iam.delete_user(user), f"delete {user}")
         self.report.users += 1
 
     def _client(self, key_id: str, secret: str) -> Any:
@@ -102,6 +106,10 @@ class IamChanges:
                 client.get_work_group(WorkGroup="primary")
                 got = "allowed"
             except ClientError as exc:
+                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+                if status >= 500 and time.monotonic() < deadline:
+                    time.sleep(0.1)  # the server's failure (its disk full): try again
+                    continue
                 error = exc.response.get("Error", {})
                 got = {
                     "AccessDeniedException": "denied",

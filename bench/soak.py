@@ -1,7 +1,7 @@
 """Soak and chaos: hours of mixed work against a server while its processes are killed.
 
     .venv/bin/python bench/soak.py --data-dir DIR [--hours 1 | --minutes 5] [--seed N]
-        [--clients 4] [--every 6] [--standby] [--json FILE]
+        [--clients 4] [--every 6] [--standby] [--disk-mib 256] [--json FILE]
 
 On the running stack of ``--data-dir`` (``lakeward up``), on loopback only:
 
@@ -16,7 +16,8 @@ On the running stack of ``--data-dir`` (``lakeward up``), on loopback only:
    s (on average) one fault is injected, by a random choice from ``--seed``: a worker,
    the supervisor, or the supervisor and all its workers killed with SIGKILL, a worker
    paused for 1-4 s, and, on a stack of several metastore nodes, one node killed (and
-   started again 3 s later);
+   started again 3 s later), and, with ``--disk-mib`` (as root), the file system of the
+   server's state (a tmpfs of that size) filled to 0-4 MiB free for 3-10 s;
 3. checks every invariant, drops what the run made, stops the server and looks for
    what it left behind (processes, its port, temporary directories);
 4. prints statements, puts and erasures per minute, the faults by kind with the longest time
@@ -37,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import say  # noqa: E402
-from bench._soak import Soak, leftovers, summary  # noqa: E402
+from bench._soak import Soak, leftovers, small_disk, summary, unmount  # noqa: E402
 from lakeward.config import load_settings  # noqa: E402
 from lakeward.http.supervisor import read_workers  # noqa: E402
 from lakeward.process import free_port  # noqa: E402
@@ -57,6 +58,13 @@ def main() -> int:
     parser.add_argument(
         "--standby", action="store_true", help="the server keeps a standby (server.standby)"
     )
+    parser.add_argument(
+        "--disk-mib",
+        type=int,
+        default=256,
+        help="the server's state on a file system of this size, filled for a while as a "
+        "fault (mounting it needs root; 0: no disk fault)",
+    )
     args = parser.parse_args()
     seconds = 3600 * args.hours if args.hours else 60 * (args.minutes or 5)
 
@@ -66,6 +74,7 @@ def main() -> int:
     if stack.metastore.port is None:
         parser.error(f"{args.data_dir} has no running stack: run lakeward up first")
     own = Path(tempfile.mkdtemp(prefix="lakeward-soak-"))
+    disk = small_disk(own, args.disk_mib)
     lake = stack.lake.model_copy(update={"root": stack.lake_root})
     server = stack.server.model_copy(
         update={"port": free_port("127.0.0.1", 18990), "workers": 2, "standby": args.standby}
@@ -75,7 +84,7 @@ def main() -> int:
     processes = Stack(settings)
     say(f"a server of the soak's own on port {server.port}, its state in {own}")
     processes.start_server()
-    soak = Soak(settings, seed=args.seed, clients=args.clients, every=args.every)
+    soak = Soak(settings, seed=args.seed, clients=args.clients, every=args.every, disk=disk)
     try:
         while not all(w["state"] == "running" for w in read_workers(settings)):
             soak.stopping.wait(0.2)
@@ -91,6 +100,8 @@ def main() -> int:
     finally:
         processes.server_process.stop()
     left = leftovers(settings, soak.seen)
+    if disk is not None and (still := unmount(disk)):
+        left.append(still)
     shutil.rmtree(own, ignore_errors=True)  # the server's own state: made for this run
     verdict = "held" if not left else "; ".join(left[:5])
     report.invariants["nothing is left behind after down"] = verdict
