@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench._soak_console import SESSIONS, ConsoleReport, ConsoleSessions
 from bench._soak_iam import IamChanges, IamReport
 from bench._soak_people import People, PeopleReport
 from lakeward.config import Settings
@@ -111,6 +112,7 @@ class Report:
     invariants: dict[str, str] = field(default_factory=dict)
     people: PeopleReport = field(default_factory=PeopleReport)  # bench/_soak_people.py
     iam: IamReport = field(default_factory=IamReport)  # bench/_soak_iam.py
+    console: ConsoleReport = field(default_factory=ConsoleReport)  # bench/_soak_console.py
 
     def per_minute(self) -> dict[str, float]:
         """SUCCEEDED statements per minute, by kind."""
@@ -118,8 +120,10 @@ class Report:
         done["s3_put"] = sum(1 for p in self.puts if p.acknowledged)
         done["people_put"] = sum(1 for o in self.people.objects if o.acknowledged)
         done["erasure"] = sum(1 for e in self.people.erasures if e.state == "COMPLETED")
+        done["dashboard"] = self.console.renders
         minutes = max(self.seconds, 1.0) / 60
-        return {kind: done[kind] / minutes for kind in [*(k for k, _ in WORKLOAD), "erasure"]}
+        kinds = [*(k for k, _ in WORKLOAD), "erasure", "dashboard"]
+        return {kind: done[kind] / minutes for kind in kinds}
 
 
 class _Calls:
@@ -227,6 +231,8 @@ class Soak:
         self.report.people = self.people.report
         self.iam = IamChanges(self)
         self.report.iam = self.iam.report
+        self.console = ConsoleSessions(self)
+        self.report.console = self.console.report
         metastore_nodes = settings.metastore.nodes if settings.metastore.port else 0
         self.faults = SERVER_FAULTS + ((METASTORE_FAULT,) if metastore_nodes > 1 else ())
         self.faults += (DISK_FAULT,) if disk is not None else ()
@@ -246,6 +252,10 @@ class Soak:
             threading.Thread(target=self.people.erase_loop, args=(self.seed,), name="erasures")
         )
         threads.append(threading.Thread(target=self.iam.loop, args=(self.seed,), name="iam"))
+        threads += [
+            threading.Thread(target=self.console.loop, args=(i, self.seed), name=f"console-{i}")
+            for i in range(SESSIONS)
+        ]
         threads.append(threading.Thread(target=self._sample_loop, args=(started,), name="sample"))
         for thread in threads:
             thread.start()
@@ -260,6 +270,7 @@ class Soak:
         """The known answers, before any fault; the INSERTs' table, empty; the people's
         dataset registered."""
         self.people.prepare()
+        self.console.prepare()
         in_list = ", ".join(f"'{c}'" for c in COUNTRIES)
         rows = self._rows(
             calls,
@@ -582,6 +593,7 @@ class Soak:
         self.people.check(_Calls(self.settings, self.report, self.lock, "s3"), verdict)
         iam = self.report.iam
         verdict("every decision follows the IAM change before it", iam.wrong + iam.errors)
+        self.console.check(verdict)
         verdict("every answered API call has its audit record", self._unaudited())
         self.report.invariants = results
         return results
@@ -782,6 +794,7 @@ def summary(report: Report) -> list[str]:
         f"IAM: {report.iam.users} users created, given a policy, deprived of it and deleted; "
         f"{report.iam.decisions} decisions checked"
     )
+    lines.append(f"console: {report.console.renders} dashboards opened, every visual's data read")
     by_kind: dict[str, list[Fault]] = {}
     for fault in report.faults:
         by_kind.setdefault(fault.kind, []).append(fault)

@@ -1,8 +1,10 @@
 """A short soak: boto3 clients run SELECTs, CTAS, INSERTs, views and S3 puts (people's
-records among them, erased through approval meanwhile; IAM users and policies changed too)
-against a server of its own over the session stack while its workers, its supervisor or all
-of them are killed with SIGKILL, or a worker paused, every few seconds (a fixed seed); then
-every invariant of bench/_soak.py must hold, and ``down`` must leave nothing behind.
+records among them, erased through approval meanwhile; IAM users and policies changed too;
+console sessions opening the seed's dashboard) against a server of its own over the session
+stack while its workers, its supervisor or all of them are killed with SIGKILL, a worker
+paused, or, as root, the file system of the server's state filled, every few seconds (a
+fixed seed); then every invariant of bench/_soak.py must hold, and ``down`` must leave
+nothing behind.
 
 bench/soak.py runs the same scenario for as long as asked, with its figures.
 """
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench._soak import SERVER_FAULTS, Soak, leftovers, summary
+from bench._soak import DISK_FAULT, SERVER_FAULTS, Soak, leftovers, small_disk, summary, unmount
 from lakeward.config import Settings
 from lakeward.http.supervisor import read_workers
 from lakeward.process import free_port
@@ -36,10 +38,12 @@ def test_a_short_soak_with_kills_holds_every_invariant(stack: Settings, tmp_path
             )
         }
     )
+    settings.data_dir.mkdir(parents=True)
+    disk = small_disk(settings.data_dir, 256)  # None but as root (a tmpfs is mounted)
     write_state(settings)
     server = Stack(settings)
     server.start_server()
-    soak = Soak(settings, seed=SEED, clients=3, every=5.0)
+    soak = Soak(settings, seed=SEED, clients=3, every=5.0, disk=disk)
     try:
         deadline = time.monotonic() + 120
         while not all(w["state"] == "running" for w in read_workers(settings)):
@@ -51,7 +55,10 @@ def test_a_short_soak_with_kills_holds_every_invariant(stack: Settings, tmp_path
         soak.clean_up()
     finally:
         server.server_process.stop()
-    assert {f.kind for f in report.faults} == set(SERVER_FAULTS)
+        left = leftovers(settings, soak.seen)
+        if disk is not None and (still := unmount(disk)):
+            left.append(still)
+    assert {f.kind for f in report.faults} == {*SERVER_FAULTS, *([DISK_FAULT] if disk else [])}
     kills = [f for f in report.faults if f.kind != "worker_pause"]
     assert all(f.back_after is not None for f in kills), kills
     succeeded = {s.kind for s in report.statements if s.state == "SUCCEEDED"}
@@ -60,5 +67,6 @@ def test_a_short_soak_with_kills_holds_every_invariant(stack: Settings, tmp_path
     assert sum(1 for o in report.people.objects if o.acknowledged) > 0
     assert any(e.state == "COMPLETED" for e in report.people.erasures), report.people.erasures
     assert report.iam.users > 0
+    assert report.console.renders > 0
     assert all(verdict == "held" for verdict in invariants.values()), invariants
-    assert leftovers(settings, soak.seen) == []
+    assert left == []
