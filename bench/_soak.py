@@ -59,6 +59,10 @@ WORKLOAD = (
     ("people_put", 2),
 )
 """Statement kinds (and S3 puts) and their weights in each client's random choice."""
+SERVER_KILLS = ("worker_kill", "supervisor_kill", "server_kill")
+ALONE_AFTER = 20.0
+"""A kill "alone" came this many seconds or more after the server's last: the processes
+that replace the killed ones (a standby, a spare worker) had time to be built."""
 STUCK_AFTER = 300.0
 """Seconds a client waits for an execution to end before it goes on without it."""
 CALL_PATIENCE = 90.0
@@ -798,11 +802,20 @@ def summary(report: Report) -> list[str]:
     by_kind: dict[str, list[Fault]] = {}
     for fault in report.faults:
         by_kind.setdefault(fault.kind, []).append(fault)
+    kills = [f.at for f in report.faults if f.kind in SERVER_KILLS]
     for kind, faults in sorted(by_kind.items()):
-        backs = [f.back_after for f in faults if f.back_after is not None]
-        worst = f", answering again within {max(backs):.2f} s" if backs else ""
+        backs = sorted(f.back_after for f in faults if f.back_after is not None)
+        line = f"fault {kind}: {len(faults)}"
+        if backs:
+            line += f", answering again in: median {backs[len(backs) // 2]:.2f} s"
+            line += f", worst {backs[-1]:.2f} s"
+        if kind in SERVER_KILLS:
+            alone = [f.back_after for f in faults if f.back_after is not None and not any(
+                f.at - ALONE_AFTER <= at < f.at for at in kills)]  # fmt: skip
+            if alone:
+                line += f"; the {len(alone)} alone: worst {max(alone):.2f} s"
         never = sum(1 for f in faults if f.back_after is None and kind != "worker_pause")
-        lines.append(f"fault {kind}: {len(faults)}{worst}" + (f", {never} never" if never else ""))
+        lines.append(line + (f", {never} never" if never else ""))
     if len(report.samples) > 2:
         first, last = report.samples[len(report.samples) // 4], report.samples[-1]
         lines.append(
