@@ -134,7 +134,13 @@ def seed_policies(settings: Settings) -> dict[str, dict[str, Any]]:
                     "Effect": "Allow",
                     "Action": ["athena:*"],
                     "Resource": [workgroup_arn("primary"), catalog_arn("*")],
-                }
+                },
+                {
+                    "Sid": "ListWorkGroups",
+                    "Effect": "Allow",
+                    "Action": ["athena:ListWorkGroups"],
+                    "Resource": "*",
+                },
             ],
         },
         "ConsoleAdministratorPolicy": {

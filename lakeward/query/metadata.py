@@ -117,7 +117,7 @@ class MetadataOperations:
     # -- workgroups and named queries ---------------------------------------
 
     def list_work_groups(self) -> list[WorkGroup]:
-        return self.workgroups.visible()
+        return self.workgroups.listed()
 
     def get_work_group(self, name: str) -> WorkGroup:
         """The workgroup, with the OutputLocation its queries get when it names none (as

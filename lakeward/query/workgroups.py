@@ -116,12 +116,11 @@ class WorkGroups:
 
     # -- what users call ----------------------------------------------------
 
-    def visible(self) -> list[WorkGroup]:
-        """The workgroups the caller may see (``athena:GetWorkGroup``)."""
-        return [
-            g for g in self.store.workgroups()
-            if self.access.allowed("athena:GetWorkGroup", workgroup_arn(g.name))
-        ]  # fmt: skip
+    def listed(self) -> list[WorkGroup]:
+        """Every workgroup, as Athena lists them: ``athena:ListWorkGroups``, an action on
+        no resource (only a statement on ``*`` grants it), allows the whole list."""
+        self.access.authorize("athena:ListWorkGroups", "*")
+        return self.store.workgroups()
 
     def get(self, name: str) -> WorkGroup:
         self.access.authorize("athena:GetWorkGroup", workgroup_arn(name))

@@ -234,11 +234,12 @@ def test_conditions_see_the_callers_address(stack: Settings) -> None:
     keys = run("create-access-key", "--user", "ip_user")
     pair = dict(line.split(" = ") for line in keys.strip().splitlines())
     client = athena(stack, {k.strip(): v.strip() for k, v in pair.items()})
-    run("attach-user-policy", "--user", "ip_user", "--policy", "FromTenNet")
-    assert client.list_work_groups()["WorkGroups"] == []
-    run("attach-user-policy", "--user", "ip_user", "--policy", "FromLoopback")
-    assert [g["Name"] for g in client.list_work_groups()["WorkGroups"]] == ["primary"]
     from botocore.exceptions import ClientError
 
+    run("attach-user-policy", "--user", "ip_user", "--policy", "FromTenNet")
+    with pytest.raises(ClientError, match="athena:GetWorkGroup"):
+        client.get_work_group(WorkGroup="primary")
+    run("attach-user-policy", "--user", "ip_user", "--policy", "FromLoopback")
+    assert client.get_work_group(WorkGroup="primary")["WorkGroup"]["Name"] == "primary"
     with pytest.raises(ClientError, match="athena:ListNamedQueries"):
         client.list_named_queries()

@@ -52,6 +52,10 @@ def url(settings: Settings) -> Iterator[str]:
         yield url
 
 
+def policy_of(*statements: dict[str, Any]) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
 @pytest.fixture(scope="module")
 def team_user(settings: Settings) -> tuple[str, str]:
     access = AccessControl(settings)
@@ -195,7 +199,17 @@ def test_managing_workgroups_is_authorized_and_audited(
         carol.create_work_group(Name="finance")
     with pytest.raises(carol.exceptions.ClientError, match="AccessDenied"):
         carol.delete_work_group(WorkGroup="primary")
-    assert [g["Name"] for g in carol.list_work_groups()["WorkGroups"]] == ["team-c"]
+    # Athena's list is all or nothing: athena:ListWorkGroups on "*", not on workgroups.
+    with pytest.raises(
+        carol.exceptions.ClientError, match="athena:ListWorkGroups on resource: \\*"
+    ):
+        carol.list_work_groups()
+    lister = {"Effect": "Allow", "Action": "athena:ListWorkGroups", "Resource": "*"}
+    access = AccessControl(settings)
+    access.principals.create_policy("ListWorkGroups", json.dumps(policy_of(lister)))
+    access.principals.attach_user_policy("carol", "ListWorkGroups")
+    assert [g["Name"] for g in carol.list_work_groups()["WorkGroups"]] == ["primary", "team-c"]
+    access.principals.detach_user_policy("carol", "ListWorkGroups")
     carol.delete_work_group(WorkGroup="team-c")
     audit = AccessControl(settings).audit
     seen = [

@@ -60,7 +60,7 @@ def test_create_update_delete_persist(db: str | Path) -> None:
     assert made.created is not None
     again = groups(db)  # another process over the same database
     assert again.get("analysts") == made
-    assert [g.name for g in again.visible()] == ["analysts", "primary"]
+    assert [g.name for g in again.listed()] == ["analysts", "primary"]
     changed = again.update("analysts", max_per_principal=None, engine="duckdb", state="DISABLED")
     assert changed.max_per_principal is None
     assert (changed.engine, changed.state) == ("duckdb", "DISABLED")
@@ -88,7 +88,7 @@ def test_bad_settings_are_refused_naming_them(
     workgroups = groups(db)
     with pytest.raises(InvalidRequest, match=message):
         workgroups.create(group)
-    assert [g.name for g in workgroups.visible()] == ["primary"]  # nothing half-made
+    assert [g.name for g in workgroups.listed()] == ["primary"]  # nothing half-made
 
 
 def test_delete_refusals(db: str | Path) -> None:
