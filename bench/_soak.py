@@ -599,8 +599,24 @@ class Soak:
         verdict("every decision follows the IAM change before it", iam.wrong + iam.errors)
         self.console.check(verdict)
         verdict("every answered API call has its audit record", self._unaudited())
+        verdict("the keeper's memory and descriptors are flat after warm-up", self._growth())
         self.report.invariants = results
         return results
+
+    def _growth(self) -> list[str]:
+        """The keeper (the one server process no fault replaces) from the end of the
+        first quarter of the run (warm-up) to its end: memory within 10 % and 8 MiB,
+        descriptors within 2 (a connection open at the moment of a sample)."""
+        samples = self.report.samples
+        if len(samples) < 4:
+            return []
+        (_, rss, fds), (_, rss_end, fds_end) = samples[len(samples) // 4], samples[-1]
+        grown = []
+        if rss_end > rss * 1.1 + 8 * 1024:
+            grown.append(f"RSS {rss} -> {rss_end} kB")
+        if fds_end > fds + 2:
+            grown.append(f"descriptors {fds} -> {fds_end}")
+        return grown
 
     def _stuck(self, calls: _Calls, settle: float) -> list[str]:
         ids = [s.execution_id for s in self.report.statements if s.execution_id]
