@@ -63,6 +63,8 @@ SERVER_KILLS = ("worker_kill", "supervisor_kill", "server_kill")
 ALONE_AFTER = 20.0
 """A kill "alone" came this many seconds or more after the server's last: the processes
 that replace the killed ones (a standby, a spare worker) had time to be built."""
+WINDOW = 600.0
+"""Seconds of each window the summary gives rates for (runs of two windows or more)."""
 STUCK_AFTER = 300.0
 """Seconds a client waits for an execution to end before it goes on without it."""
 CALL_PATIENCE = 90.0
@@ -83,6 +85,7 @@ class Statement:
     update_count: int | None = None
     wrong_answer: str | None = None  # a SUCCEEDED SELECT whose rows are not the known ones
     error: str | None = None  # no answer within CALL_PATIENCE, or a refusal to start
+    ended: float | None = None  # seconds into the run when its client was done with it
 
 
 @dataclass
@@ -228,6 +231,7 @@ class Soak:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.seen: set[int] = set()  # the pids of the server's processes during the run
+        self.started = time.monotonic()  # the run's start, once it starts
         self.known: dict[str, tuple[int, int]] = {}  # country -> (rows, confirmed)
         self.log_table = f"{self.run_id}_log"
         self.prefix = f"soak/{self.run_id}/"  # the S3 puts' keys, in the data bucket
@@ -246,7 +250,7 @@ class Soak:
     def run(self, seconds: float) -> Report:
         calls = _Calls(self.settings, self.report, self.lock)
         self._prepare(calls)
-        started = time.monotonic()
+        started = self.started = time.monotonic()
         threads = [
             threading.Thread(target=self._client, args=(i,), name=f"soak-client-{i}")
             for i in range(self.clients)
@@ -317,6 +321,7 @@ class Soak:
             country = rng.choice(COUNTRIES)
             statement = self._statement(kind, country, f"c{index}_{number}")
             self._execute(calls, statement, check=True)
+            statement.ended = time.monotonic() - self.started
             with self.lock:
                 self.report.statements.append(statement)
 
@@ -799,6 +804,21 @@ def summary(report: Report) -> list[str]:
         lines.append(f"  {kind:7} {state:10} {n}")
     rates = ", ".join(f"{k} {v:.1f}" for k, v in report.per_minute().items())
     lines.append(f"SUCCEEDED per minute: {rates}")
+    if report.seconds >= 2 * WINDOW:
+        lines.append(f"SUCCEEDED per minute, by {WINDOW / 60:g}-minute window (queries / writes):")
+        windows = range(int(report.seconds // WINDOW))
+        done = Counter(
+            (int(s.ended // WINDOW), s.kind in ("ctas", "insert"))
+            for s in report.statements
+            if s.state == "SUCCEEDED" and s.ended is not None
+        )
+        lines.append(
+            "  "
+            + ", ".join(
+                f"{done[w, False] / (WINDOW / 60):.0f} / {done[w, True] / (WINDOW / 60):.0f}"
+                for w in windows
+            )  # fmt: skip
+        )
     acknowledged = sum(1 for p in report.puts if p.acknowledged)
     lines.append(f"S3 puts: {acknowledged} acknowledged of {len(report.puts)}")
     people = report.people
