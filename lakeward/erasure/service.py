@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -216,6 +217,8 @@ class ErasureIndexService:
     def _reindex_dataset(self, mapper: DatasetMapper, prefix: str, progress: Progress,
                          batch_size: int, report: ReindexReport) -> None:  # fmt: skip
         key_prefix = max(mapper.key_prefix, prefix.partition("/")[2], key=len)
+        # What the realtime indexer writes from now on is newer than this pass's reads.
+        as_of = datetime.now(UTC)
         stored = {row.uri: row.etag for row in self.store.objects(dataset=mapper.name)}
         seen: set[str] = set()
         batch: list[IndexedObject] = []
@@ -243,16 +246,15 @@ class ErasureIndexService:
                     batch.append(IndexedObject(info.uri, mapper.name, None))
                 # Flushed by objects and by entries, so memory stays flat on big objects.
                 if len(batch) >= batch_size or sum(len(b.entries) for b in batch) >= BATCH_ENTRIES:
-                    report.entries += self.store.bulk_load(batch)
+                    report.entries += self.store.bulk_load(batch, as_of)
                     report.objects_indexed += len(batch)
                     batch = []
-            report.entries += self.store.bulk_load(batch)
+            report.entries += self.store.bulk_load(batch, as_of)
             report.objects_indexed += len(batch)
         scope = self.storage.uri(mapper.bucket, key_prefix)
         for uri in stored:
             if uri not in seen and uri.startswith(scope):
-                self.store.remove_object(uri)
-                report.objects_removed += 1
+                report.objects_removed += self.store.remove_object(uri, as_of=as_of)
 
     # -- lookups -------------------------------------------------------------
 

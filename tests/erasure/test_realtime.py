@@ -268,3 +268,52 @@ def test_the_servers_indexer_catches_up_with_what_changed_while_none_ran(
     finally:
         background.stop()
         queries.close()
+
+
+def test_a_catch_up_pass_does_not_undo_what_the_realtime_indexer_wrote_meanwhile(
+    service: ErasureIndexService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's catch-up pass reads the lake while the realtime indexer applies events:
+    an object it read before a newer version was indexed, one it read before its removal,
+    and one deleted before its listing and written again after, all stay as the realtime
+    indexer left them, and the index ends as a clean build of the lake says."""
+    import lakeward.erasure.service as service_module
+
+    storage = service.storage
+    keys = write_lake(storage, seed=5, per_format=2)
+    service.reindex()
+    jsonl = [k for k in keys if k.endswith(".jsonl")]
+    replaced, removed, reborn = jsonl[0], jsonl[1], jsonl[2]
+    rng = random.Random(13)
+    ids = users(rng, 5)
+    storage.delete(BUCKET, reborn)  # gone before the pass lists the lake
+    real_read = service_module.read_object
+    raced: list[str] = []
+
+    def read_then_race(storage_: object, mapper: object, bucket: str, key: str, *rest: object):  # type: ignore[no-untyped-def]
+        read = real_read(storage_, mapper, bucket, key, *rest)  # type: ignore[arg-type]
+        if raced and raced[-1] == "racing":  # the realtime indexer's own read
+            return read
+        raced.append("racing")
+        if key == replaced:  # a newer version, written and indexed before this read loads
+            storage.put(BUCKET, replaced, object_for(rng, ids, replaced))
+            service.index_object(BUCKET, replaced)
+        elif key == removed:  # deleted, and its removal indexed, before this read loads
+            storage.delete(BUCKET, removed)
+            service.remove_object(BUCKET, removed)
+            # And the object deleted before the listing, written again and indexed.
+            storage.put(BUCKET, reborn, object_for(rng, ids, reborn))
+            service.index_object(BUCKET, reborn)
+        raced[-1] = key
+        return read
+
+    monkeypatch.setattr(service_module, "read_object", read_then_race)
+    # Every object re-read: none is skipped as unchanged.
+    with service.store._writer.begin() as conn:  # noqa: SLF001 - the test's own reset
+        from sqlalchemy import text
+
+        conn.execute(text("UPDATE erasure_objects SET etag = NULL"))
+    service.reindex()
+    monkeypatch.undo()
+    assert {replaced, removed} <= set(raced)
+    assert snapshot(service.store) == clean_build(service, tmp_path)

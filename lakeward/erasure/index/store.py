@@ -80,6 +80,10 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _touched_since(row: Any, as_of: datetime | None) -> bool:
+    return as_of is not None and row.indexed_at is not None and as_utc(row.indexed_at) > as_of
+
+
 def _row(r: Any) -> ObjectRow:
     return ObjectRow(
         uri=r.uri,
@@ -152,13 +156,18 @@ class IndexStore:
         self._insert_entries(conn, current.id, indexed)
         return True
 
-    def remove_object(self, uri: str, sequencer: str | None = None) -> bool:
-        """Drop a source's entries (the object was deleted); False when stale or unknown."""
+    def remove_object(
+        self, uri: str, sequencer: str | None = None, as_of: datetime | None = None
+    ) -> bool:
+        """Drop a source's entries (the object was deleted); False when stale or unknown,
+        or written since ``as_of`` (see ``bulk_load``)."""
         seq = pad_sequencer(sequencer)
         with self._writer.begin() as conn:
             current = conn.execute(
                 select(objects).where(objects.c.uri == uri).with_for_update()
             ).first()
+            if current is not None and _touched_since(current, as_of):
+                return False
             if current is None:
                 if seq is None:
                     return False
@@ -188,16 +197,20 @@ class IndexStore:
             )
         return True
 
-    def bulk_load(self, batch: Iterable[IndexedObject]) -> int:
+    def bulk_load(self, batch: Iterable[IndexedObject], as_of: datetime | None = None) -> int:
         """Replace the entries of many sources in one transaction; returns the entries written.
 
         The fast path of batch builds: no sequencer checks (the caller read the
         objects as they are now); COPY on PostgreSQL, executemany batches on SQLite.
+        ``as_of``: when the caller began reading the lake; a source the realtime indexer
+        wrote or removed since is newer news than the caller's read, and is left as it is.
         """
         written = 0
         with self._writer.begin() as conn:
             for indexed in batch:
-                current = self._lock_source(conn, indexed.uri, indexed.dataset)
+                current = self._lock_source(conn, indexed.uri, indexed.dataset, as_of)
+                if _touched_since(current, as_of):
+                    continue
                 self._clear(conn, current.id)
                 conn.execute(
                     update(objects)
@@ -214,15 +227,18 @@ class IndexStore:
                 written += self._insert_entries(conn, current.id, indexed)
         return written
 
-    def _lock_source(self, conn: Connection, uri: str, dataset: str) -> Any:
-        """The source's row, created if missing, locked for the rest of the transaction."""
+    def _lock_source(
+        self, conn: Connection, uri: str, dataset: str, as_of: datetime | None = None
+    ) -> Any:
+        """The source's row, created if missing (as of ``as_of``, so that a row made now
+        does not count as written since), locked for the rest of the transaction."""
         dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
         conn.execute(
             dialect.insert(objects)
             .values(
                 uri=uri,
                 dataset=dataset,
-                indexed_at=_now(),
+                indexed_at=as_of or _now(),
                 records=0,
                 records_without_id=0,
                 deleted=True,
