@@ -31,6 +31,7 @@ from lakeward.config import Settings
 from lakeward.erasure.realtime import RealtimeIndexer
 from lakeward.erasure.service import ErasureIndexService
 from lakeward.erasure.workflow import ErasureWorkflow
+from lakeward.query.journal import sweep_table_locks
 from lakeward.query.service import QueryService
 from lakeward.run_logs import rotate_logs
 
@@ -115,8 +116,10 @@ class Background:
 
 
 def tidy(settings: Settings, audit: AuditLog) -> None:
-    """One pass: rotate the process logs, seal the audit records past their keep."""
+    """One pass: rotate the process logs, remove the table locks none holds, seal the
+    audit records past their keep."""
     rotate_logs(Path(settings.data_dir) / "run", settings.logs.max_bytes, settings.logs.keep)
+    sweep_table_locks(settings)
     keep_days = settings.access.audit_keep_days
     if not keep_days:
         return  # every record stays in the database

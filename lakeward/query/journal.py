@@ -19,6 +19,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakeward.errors import (
@@ -42,19 +43,60 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _locks(settings: Settings) -> Path:
+    return settings.data_dir / "run" / "table-locks"
+
+
 @contextmanager
 def table_lock(settings: Settings, location: str, *, shared: bool) -> Iterator[None]:
     """Hold the lock of the table at ``location`` (shared to list, exclusive to publish)."""
     key = catalog_uri(settings, location).rstrip("/")  # one lock whatever the spelling
-    directory = settings.data_dir / "run" / "table-locks"
+    directory = _locks(settings)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.lock"
-    with open(path, "a") as handle:
+    while True:
+        handle = open(path, "a")  # noqa: SIM115 - held past this block, closed below
         fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
-            yield
+            held = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            held = False
+        if held:
+            break
+        # ``sweep_table_locks`` removed the file while this process waited on it: the lock
+        # to take is that of the file now at the path.
+        handle.close()
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def sweep_table_locks(settings: Settings) -> int:
+    """Remove the lock files no process holds (one is made per table ever written, and
+    would pile up); the number removed. Safe beside ``table_lock``: a file is removed
+    only under its exclusive lock, and a waiter that then gets it takes the new one."""
+    removed = 0
+    for path in _locks(settings).glob("*.lock"):
+        try:
+            handle = open(path, "a")  # noqa: SIM115 - closed below
+        except OSError:
+            continue
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue  # held: in use
+        try:
+            if os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino:
+                path.unlink()
+                removed += 1
+        except FileNotFoundError:
+            pass
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            handle.close()  # the lock goes with it
+    return removed
 
 
 PAUSE_FOR_TESTS = "LAKEWARD_TEST_PAUSE_WRITE"
