@@ -19,6 +19,7 @@ lakeward made before it recorded versions.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -173,20 +174,27 @@ PERSIST_PATIENCE = 600.0
 _log = logging.getLogger(__name__)
 
 
-def persisted(write: Callable[[], T], what: str, patience: float = PERSIST_PATIENCE) -> T:
+def persisted(
+    write: Callable[[], T],
+    what: str,
+    patience: float = PERSIST_PATIENCE,
+    stopping: threading.Event | None = None,
+) -> T:
     """``write()``, tried again while the database turns it away for a while (SQLite's
-    lock held past the busy timeout by a loaded machine's other processes, PostgreSQL
-    restarting): for a write whose loss would leave something wrong for good, such as
-    an execution's end, which nothing else would ever record while its process lives."""
+    lock held past the busy timeout by a loaded machine's other processes, its disk full,
+    PostgreSQL restarting): for a write whose loss would leave something wrong for good,
+    such as an execution's end, which nothing else would ever record while its process
+    lives. ``stopping``: once set, the next refusal is raised (its thread is to end)."""
     deadline, delay = time.monotonic() + patience, 0.05
+    stopping = stopping or threading.Event()
     while True:
         try:
             return write()
         except OperationalError as exc:
-            if not _for_a_while(exc) or time.monotonic() > deadline:
+            if not _for_a_while(exc) or time.monotonic() > deadline or stopping.is_set():
                 raise
             _log.warning("%s: the database turned it away (%s); trying again", what, exc.orig)
-            time.sleep(delay)
+            stopping.wait(delay)
             delay = min(1.0, delay * 2)
 
 

@@ -317,3 +317,40 @@ def test_a_catch_up_pass_does_not_undo_what_the_realtime_indexer_wrote_meanwhile
     monkeypatch.undo()
     assert {replaced, removed} <= set(raced)
     assert snapshot(service.store) == clean_build(service, tmp_path)
+
+
+def test_an_update_the_full_index_database_turns_away_is_applied_once_there_is_room(
+    service: ErasureIndexService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index's database full for a while (SQLITE_FULL, "database or disk is full"):
+    the batch of events waits and is applied then, instead of being dropped until the
+    next catch-up pass."""
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    scratch = sqlite3.connect(":memory:")
+    scratch.execute("CREATE TABLE t (x TEXT)")
+    scratch.execute("PRAGMA max_page_count = 2")
+    try:  # a real SQLITE_FULL, as a full disk gives it
+        scratch.execute("INSERT INTO t VALUES (?)", ("x" * 100_000,))
+        pytest.fail("the capped database took the row")
+    except sqlite3.OperationalError as e:
+        full = e
+    assert full.sqlite_errorname == "SQLITE_FULL"
+    apply = RealtimeIndexer._apply_batch
+    refusals: list[int] = []
+
+    def full_twice(self: RealtimeIndexer, batch: list[object]) -> None:
+        if len(refusals) < 2:
+            refusals.append(len(batch))
+            raise OperationalError("INSERT INTO erasure_records", {}, full)
+        apply(self, batch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(RealtimeIndexer, "_apply_batch", full_twice)
+    storage = service.storage
+    with RealtimeIndexer(service, watch=False) as indexer:
+        storage.put(BUCKET, JSON_KEY, b'{"user_id": "u1"}\n{"user_id": "u2"}\n')
+        assert indexer.wait_idle()
+    assert len(refusals) == 2
+    assert positions(service, "u2") == {storage.uri(BUCKET, JSON_KEY): (2,)}

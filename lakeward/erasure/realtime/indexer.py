@@ -33,6 +33,7 @@ from lakeward.erasure.index.store import pad_sequencer
 from lakeward.erasure.realtime.notifications import ObjectEvent, Parsed, storage_event
 from lakeward.erasure.realtime.status import RealtimeStatus, write_status
 from lakeward.erasure.realtime.watcher import LakeWatcher
+from lakeward.sqlstate import persisted
 
 if TYPE_CHECKING:
     from lakeward.config import Settings
@@ -207,7 +208,13 @@ class RealtimeIndexer:
             batch = self._drain()
             if batch:
                 try:
-                    self._apply_batch(batch)
+                    # Tried again while the index's database turns it away for a while (its
+                    # disk full, a lock): applying a batch twice is harmless, dropping it not.
+                    persisted(
+                        lambda batch=batch: self._apply_batch(batch),  # type: ignore[misc]
+                        "the erasure index's update",
+                        stopping=self._stop,
+                    )
                 except Exception:  # a bug or a dead database: log, keep the worker alive
                     log.exception("the erasure indexer failed on a batch of %d events", len(batch))
                     self._done(len(batch))
