@@ -165,9 +165,11 @@ class Write:
             self.staging_name = public_uri(settings, bucket, folder)
         self.objects: list[tuple[str, str]] = []
         self.created: tuple[Catalog, TableRef] | None = None
+        # Journaled before it is made: a process killed in between leaves nothing that
+        # ``roll_back_orphans`` would not know of.
+        store.begin_write(execution_id, owner, str(self.staging), self.location)
         shutil.rmtree(self.staging, ignore_errors=True)
         self.staging.mkdir(parents=True)
-        store.begin_write(execution_id, owner, str(self.staging), self.location)
 
     def publish(
         self, files: list[WrittenFile], places: list[str] | None = None

@@ -375,3 +375,24 @@ def test_an_end_the_busy_state_database_turns_away_is_saved_once_it_takes_it(
     saved = sales.store.execution(execution.id)
     assert saved is not None and saved.state == QueryState.SUCCEEDED
     assert turned_away == ["RUNNING", "RUNNING", "SUCCEEDED", "SUCCEEDED"]
+
+
+def test_a_writes_staging_is_journaled_before_it_is_made(
+    sales: QueryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process killed between making its staging directory and journaling the write
+    left the directory for good: nothing knew of it to roll it back. The journal now
+    names it first."""
+    begin = sales.store.begin_write
+    seen: list[tuple[str, bool]] = []
+
+    def noting(execution_id: str, owner: str, staging: str, location: str) -> None:
+        seen.append((staging, Path(staging).exists()))
+        begin(execution_id, owner, staging, location)
+
+    monkeypatch.setattr(sales.store, "begin_write", noting)
+    execution = finish(sales, f"CREATE TABLE staged AS SELECT * FROM covid WHERE {IN_COUNTRIES}")
+    assert execution.state == QueryState.SUCCEEDED
+    ((staging, existed),) = seen
+    assert not existed
+    assert not Path(staging).exists()  # and it is gone once the write is done
