@@ -769,11 +769,14 @@ def unmount(place: Path) -> str | None:
 
 def leftovers(settings: Settings, pids: set[int]) -> list[str]:
     """What the server left behind once stopped: processes among ``pids`` still alive,
-    its port still answering, temporary directories named after any of ``pids``."""
+    its port still answering, temporary directories named after any of ``pids``, writes'
+    staging directories."""
     found = [f"process {pid} is still running" for pid in sorted(pids) if is_running(pid)]
     port = settings.server.port or 0
     if not port_is_free(settings.server.host, port):
         found.append(f"port {port} is still taken")
+    staging = settings.data_dir / "query" / "staging"  # every write ended: none is left
+    found += [f"{entry} is left behind" for entry in sorted(staging.glob("*"))]
     places = [Path(tempfile.gettempdir()), settings.data_dir / "query" / "spill"]
     for place in places:
         for entry in place.glob("*"):
