@@ -221,10 +221,14 @@ class Soak:
         clients: int = 4,
         every: float = 6.0,
         disk: Path | None = None,
+        stack: Settings | None = None,
     ) -> None:
         """``disk``: the small file system the server's state is on (its data dir), which
-        the disk fault fills for a while; None leaves that fault out."""
+        the disk fault fills for a while; None leaves that fault out. ``stack``: the
+        settings of the stack whose metastore nodes the server uses (their processes are
+        found from its data dir), when the server's state is elsewhere."""
         self.settings, self.disk = settings, disk
+        self.stack = stack or settings
         self.seed, self.clients, self.every = seed, clients, every
         self.run_id = f"soak_{seed}_{uuid.uuid4().hex[:6]}"
         self.report = Report()
@@ -458,7 +462,7 @@ class Soak:
         record = read_record(self.settings)
         workers = [int(w["pid"]) for w in record.get("workers", []) if w.get("pid")]
         if kind == METASTORE_FAULT:
-            nodes = [n for n in Stack(self.settings).metastore_nodes() if n.process.pid()]
+            nodes = [n for n in Stack(self.stack).metastore_nodes() if n.process.pid()]
             if len(nodes) < 2:
                 return None  # never the last node: the fault is one node, not the metastore
             node = rng.choice(nodes)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from bench._soak import Soak
 
 PEOPLE = 24
-"""People whose records the clients put."""
+"""People whose records the clients put at any one time (each erased one is replaced)."""
 INDEX_PATIENCE = 60.0
 """Seconds the index may take to hold an acknowledged object's records."""
 ERASURE_PATIENCE = 240.0
@@ -182,6 +182,8 @@ class People:
                     continue
                 user = rng.choice(having)
                 self.retired.add(user)
+                # Someone new takes their place: erasures go on for as long as the run.
+                self.users.append(f"{self.soak.run_id}-person-{len(self.users):02d}")
             erasure = Erasure(user)
             with self.lock:
                 self.report.erasures.append(erasure)

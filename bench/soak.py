@@ -84,7 +84,9 @@ def main() -> int:
     processes = Stack(settings)
     say(f"a server of the soak's own on port {server.port}, its state in {own}")
     processes.start_server()
-    soak = Soak(settings, seed=args.seed, clients=args.clients, every=args.every, disk=disk)
+    soak = Soak(
+        settings, seed=args.seed, clients=args.clients, every=args.every, disk=disk, stack=stack
+    )
     try:
         while not all(w["state"] == "running" for w in read_workers(settings)):
             soak.stopping.wait(0.2)
