@@ -115,6 +115,7 @@ class Report:
     puts: list[Put] = field(default_factory=list)
     answered: list[tuple[str, str]] = field(default_factory=list)  # request id, call: outcome
     bodiless: list[str] = field(default_factory=list)  # answers that lacked their body
+    harness: list[str] = field(default_factory=list)  # faults the harness failed to inject
     samples: list[tuple[float, int, int]] = field(default_factory=list)  # t, rss kB, fds
     invariants: dict[str, str] = field(default_factory=dict)
     people: PeopleReport = field(default_factory=PeopleReport)  # bench/_soak_people.py
@@ -452,6 +453,10 @@ class Soak:
                 fault = self._inject(kind, rng, time.monotonic() - started)
             except ProcessLookupError:
                 continue  # it died meanwhile (replaced after another fault)
+            except Exception as exc:  # the harness's own failure: recorded, the run goes on
+                with self.lock:
+                    self.report.harness.append(f"{kind}: {type(exc).__name__}: {exc}")
+                continue
             if fault is not None:
                 with self.lock:
                     self.report.faults.append(fault)
@@ -512,20 +517,17 @@ class Soak:
         return Fault(DISK_FAULT, at, 0, self._writes_after(freed))
 
     def _writes_after(self, since: float) -> float | None:
-        """Seconds from ``since`` until the server saves something again."""
+        """Seconds from ``since`` until the server saves something again (an execution
+        started: its audit record and its state written)."""
         calls = _Calls(self.settings, self.report, self.lock)
         deadline = since + 60
         while time.monotonic() < deadline:
             try:
-                made = calls.client.create_named_query(
-                    Name="soak-probe", Database="default", QueryString="SELECT 1"
-                )
+                calls.client.start_query_execution(QueryString="SELECT 1")
             except Exception:  # noqa: BLE001 - refused while the disk is full: try again
                 time.sleep(0.1)
                 continue
-            took = time.monotonic() - since
-            calls("delete_named_query", NamedQueryId=made["NamedQueryId"])
-            return took
+            return time.monotonic() - since
         return None
 
     def _back_after(self, since: float) -> float | None:
@@ -595,6 +597,7 @@ class Soak:
                 if s.state in ("FAILED", "CANCELLED") and not (s.reason or "").strip()
             ],
         )
+        verdict("every fault chosen was injected", self.report.harness)
         verdict("every answer has its body", self.report.bodiless)
         verdict("no execution stays RUNNING", self._stuck(calls, settle))
         verdict("every CTAS is all there with SUCCEEDED, or absent", self._ctas_tables(calls))
