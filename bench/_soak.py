@@ -546,9 +546,18 @@ class Soak:
 
     def _restart_later(self, node: MetastoreNode) -> None:
         def restart() -> None:
+            from lakeward.errors import StackError
+
             self.stopping.wait(3.0)  # a while with one node less, as an operator's heal
-            node.launch()
-            node.wait_ready()
+            for _attempt in range(5):
+                if node.process.pid():
+                    return  # started again meanwhile (by the heal of an earlier kill)
+                try:
+                    node.launch()
+                    node.wait_ready()
+                    return
+                except StackError:  # killed again while it started: start it once more
+                    time.sleep(1.0)
 
         threading.Thread(target=restart, name="metastore-heal", daemon=True).start()
 
@@ -769,9 +778,28 @@ def small_disk(place: Path, mib: int) -> Path | None:
 
 
 def unmount(place: Path) -> str | None:
-    """Unmount ``small_disk``'s file system; what went wrong, if anything."""
-    done = subprocess.run(["umount", str(place)], capture_output=True, text=True, check=False)
-    return None if done.returncode == 0 else f"{place} is still mounted: {done.stderr.strip()}"
+    """Unmount ``small_disk``'s file system; what went wrong, if anything. Files this
+    process still has open there (its own database connections) do not count: the file
+    system is detached at once and goes when they are closed."""
+    holders = sorted(pid for pid in _holders(place) if pid != os.getpid())
+    lazy = ["umount", "--lazy", str(place)]
+    done = subprocess.run(lazy, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return f"{place} is still mounted: {done.stderr.strip()}"
+    return f"processes {holders} held files on {place}" if holders else None
+
+
+def _holders(place: Path) -> set[int]:
+    """The processes with a file open under ``place``."""
+    found = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            links = [os.readlink(fd) for fd in fd_dir.iterdir()]
+        except OSError:
+            continue  # gone, or not ours to read
+        if any(link.startswith(f"{place}/") for link in links):
+            found.add(int(fd_dir.parent.name))
+    return found
 
 
 def leftovers(settings: Settings, pids: set[int]) -> list[str]:

@@ -13,11 +13,14 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from bench._soak import Soak
+
+T = TypeVar("T")
 
 CALL_PATIENCE = 90.0
 """Seconds a call is retried while the server does not answer."""
@@ -29,6 +32,24 @@ class IamReport:
     decisions: int = 0  # calls whose decision was checked
     wrong: list[str] = field(default_factory=list)  # decisions that did not follow
     errors: list[str] = field(default_factory=list)  # changes or calls that failed
+
+
+def patiently(change: Callable[[], T]) -> T:
+    """``change()``, again while its database turns it away (its disk full for a while:
+    the IAM write itself, or the audit record it must have first), as an operator would;
+    not done meanwhile, so trying again is safe."""
+    from sqlalchemy.exc import OperationalError
+
+    from lakeward.errors import Unavailable
+
+    deadline = time.monotonic() + CALL_PATIENCE
+    while True:
+        try:
+            return change()
+        except (OperationalError, Unavailable):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 class IamChanges:
@@ -65,21 +86,17 @@ class IamChanges:
             access.audit.close()
 
     def _one_user(self, iam: Any, user: str) -> None:
-        from lakeward.sqlstate import persisted
-
-        # Each change tried again while the database turns it away (its disk full for a
-        # while), as an operator would.
-        persisted(lambda: iam.create_user(user), f"create {user}")
-        key_id, secret = persisted(lambda: iam.create_access_key(user), f"key of {user}")
+        patiently(lambda: iam.create_user(user))
+        key_id, secret = patiently(lambda: iam.create_access_key(user))
         client = self._client(key_id, secret)
         self._expect(client, "denied", f"{user}, no policy")
-        persisted(lambda: iam.attach_policy("user", user, self.policy), f"attach to {user}")
+        patiently(lambda: iam.attach_policy("user", user, self.policy))
         self._expect(client, "allowed", f"{user}, its policy attached")
-        persisted(lambda: iam.detach_policy("user", user, self.policy), f"detach from {user}")
+        patiently(lambda: iam.detach_policy("user", user, self.policy))
         self._expect(client, "denied", f"{user}, its policy detached")
-        persisted(lambda: iam.delete_access_key(user, key_id), f"delete key of {user}")
+        patiently(lambda: iam.delete_access_key(user, key_id))
         self._expect(client, "refused", f"{user}, its key deleted")
-        persisted(lambda: iam.delete_user(user), f"delete {user}")
+        patiently(lambda: iam.delete_user(user))
         self.report.users += 1
 
     def _client(self, key_id: str, secret: str) -> Any:
