@@ -161,10 +161,28 @@ class MetadataOperations:
         return self.store.add_named_query(named, client_request_token)
 
     def get_named_query(self, named_query_id: str) -> NamedQuery:
+        return self._named_query(named_query_id, "athena:GetNamedQuery")
+
+    def update_named_query(
+        self, named_query_id: str, name: str, query: str, description: str | None = None
+    ) -> None:
+        """A new name, query and (if given) description; its database and workgroup stay,
+        as in Athena."""
+        named = self._named_query(named_query_id, "athena:UpdateNamedQuery")
+        if len(query) > MAX_QUERY_LENGTH:
+            raise InvalidRequest(f"QueryString is longer than {MAX_QUERY_LENGTH} characters")
+        kept = named.description if description is None else description
+        self.store.update_named_query(named_query_id, name, query, kept)
+
+    def delete_named_query(self, named_query_id: str) -> None:
+        self._named_query(named_query_id, "athena:DeleteNamedQuery")
+        self.store.delete_named_query(named_query_id)
+
+    def _named_query(self, named_query_id: str, action: str) -> NamedQuery:
         named = self.store.named_query(named_query_id)
         if named is None:
             raise InvalidRequest(f"NamedQuery {named_query_id} was not found")
-        self.access.authorize("athena:GetNamedQuery", workgroup_arn(named.workgroup))
+        self.access.authorize(action, workgroup_arn(named.workgroup))
         return named
 
     def list_named_queries(

@@ -465,6 +465,17 @@ class Store:
             return None
         return NamedQuery(**{k: v for k, v in row.items() if k != "client_request_token"})
 
+    def update_named_query(
+        self, named_query_id: str, name: str, query: str, description: str
+    ) -> None:
+        change = update(named_queries).where(named_queries.c.id == named_query_id)
+        with self._writer.begin() as conn:
+            conn.execute(change.values(name=name, query=query, description=description))
+
+    def delete_named_query(self, named_query_id: str) -> None:
+        with self._writer.begin() as conn:
+            conn.execute(delete(named_queries).where(named_queries.c.id == named_query_id))
+
     def named_query_ids(self, workgroup: str | None, offset: int, limit: int) -> list[str]:
         query = select(named_queries.c.id).order_by(named_queries.c.name, named_queries.c.id)
         if workgroup:

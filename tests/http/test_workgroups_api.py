@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -274,3 +275,30 @@ def test_cli_workgroup_commands(settings: Settings, tmp_path: Path) -> None:
     lakeward("workgroup", "delete", "team-cli", data_dir=data_dir)
     gone = lakeward("workgroup", "get", "team-cli", data_dir=data_dir, check=False)
     assert gone.returncode != 0 and "WorkGroup team-cli is not found" in gone.stderr
+
+
+def test_named_queries_are_updated_and_deleted_as_in_athena(
+    url: str, team_user: tuple[str, str]
+) -> None:
+    client = athena(url)
+    made = client.create_named_query(
+        Name="daily", Database="default", QueryString="SELECT 1", Description="first"
+    )["NamedQueryId"]
+    carol = athena(url, *team_user)  # may do nothing with primary's named queries
+    with pytest.raises(carol.exceptions.ClientError, match="athena:DeleteNamedQuery"):
+        carol.delete_named_query(NamedQueryId=made)
+    with pytest.raises(carol.exceptions.ClientError, match="athena:UpdateNamedQuery"):
+        carol.update_named_query(NamedQueryId=made, Name="x", QueryString="SELECT 2")
+
+    client.update_named_query(NamedQueryId=made, Name="nightly", QueryString="SELECT 2")
+    named = client.get_named_query(NamedQueryId=made)["NamedQuery"]
+    assert (named["Name"], named["QueryString"], named["Description"]) == (
+        "nightly", "SELECT 2", "first"
+    )  # fmt: skip
+    assert (named["Database"], named["WorkGroup"]) == ("default", "primary")
+    client.delete_named_query(NamedQueryId=made)
+    assert made not in client.list_named_queries()["NamedQueryIds"]
+    with pytest.raises(client.exceptions.InvalidRequestException, match="not found"):
+        client.get_named_query(NamedQueryId=made)
+    with pytest.raises(client.exceptions.InvalidRequestException, match="not found"):
+        client.delete_named_query(NamedQueryId=str(uuid.uuid4()))

@@ -170,6 +170,16 @@ def _get_named_query(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
     return {"NamedQuery": shapes.named_query(api.get_named_query(r["NamedQueryId"]))}
 
 
+def _update_named_query(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
+    api.update_named_query(r["NamedQueryId"], r["Name"], r["QueryString"], r.get("Description"))
+    return {}
+
+
+def _delete_named_query(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
+    api.delete_named_query(r["NamedQueryId"])
+    return {}
+
+
 def _list_named_queries(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
     ids, token = api.list_named_queries(
         r.get("WorkGroup"), r.get("NextToken"), r.get("MaxResults") or 50
@@ -200,6 +210,8 @@ OPERATIONS: dict[str, Handler] = {
     "CreateNamedQuery": _create_named_query,
     "GetNamedQuery": _get_named_query,
     "ListNamedQueries": _list_named_queries,
+    "UpdateNamedQuery": _update_named_query,
+    "DeleteNamedQuery": _delete_named_query,
     "CreatePreparedStatement": prepared.create,
     "UpdatePreparedStatement": prepared.update,
     "GetPreparedStatement": prepared.get,
