@@ -86,13 +86,18 @@ class RoleQueries:
             page = self.queries.get_query_results(execution_id, max_results=1)
             return read_result(self.storage, self.settings, execution.output_location, page.columns)
 
-    def any_table(self, source: DataSource) -> str | None:
-        """One table of the catalog, quoted (for a test query), or None if it has none."""
+    def some_tables(self, source: DataSource, most: int = 20) -> list[str]:
+        """The first table of each of the catalog's databases (up to ``most``), quoted, for
+        a test query: a role need not read every database of a shared catalog."""
+        tables = []
         with self.as_role():
             for database in self.queries.list_databases(source.catalog):
                 for info in self.queries.list_table_metadata(source.catalog, database):
-                    return f'"{database}"."{info.name}"'
-        return None
+                    tables.append(f'"{database}"."{info.name}"')
+                    break
+                if len(tables) >= most:
+                    break
+        return tables
 
 
 _INTEGERS = ("tinyint", "smallint", "integer", "int", "bigint")

@@ -92,7 +92,9 @@ class DataSources:
         """Run a test query as the BI role; record and return VALID or INVALID with the reason.
 
         The test lists the catalog's databases and reads one row of a table, so
-        both ``lakeward:UseCatalog`` and ``s3:GetObject`` on the data are tried.
+        both ``lakeward:UseCatalog`` and ``s3:GetObject`` on the data are tried: of the
+        first table of each database, the first the role may read (a role is scoped to
+        the data it serves; INVALID, with the first refusal, if it may read none).
         """
         caller = self.gate.caller(principal)
         source = self.gate.get(
@@ -100,9 +102,18 @@ class DataSources:
         )
         try:
             self.role_queries.run(source, f'SHOW DATABASES IN "{source.catalog}"')
-            table = self.role_queries.any_table(source)
-            if table is not None:
-                self.role_queries.run(source, f'SELECT * FROM "{source.catalog}".{table} LIMIT 1')
+            refused: LakewardError | None = None
+            for table in self.role_queries.some_tables(source):
+                try:
+                    sql = f'SELECT * FROM "{source.catalog}".{table} LIMIT 1'
+                    self.role_queries.run(source, sql)
+                except LakewardError as exc:
+                    refused = refused or exc
+                    continue
+                refused = None
+                break
+            if refused is not None:
+                raise refused
             source.status, source.status_message = "VALID", "the test query succeeded"
         except LakewardError as exc:
             source.status, source.status_message = "INVALID", exc.message

@@ -16,6 +16,7 @@ from lakeward.config import Settings
 from lakeward.storage import load_storage
 from tests.bi import jhu
 from tests.helpers import lakeward
+from tests.query.support import run
 
 pytestmark = pytest.mark.spark
 
@@ -150,6 +151,15 @@ def test_validation_names_the_permission_the_role_lacks(stack: Settings, bi: BiS
 
     principals = bi.access.principals
     assert bi.validate_data_source("root", "demo_hive_metastore").status == "VALID"
+    # A database listed first whose data the role may not read (another team's bucket):
+    # the role serves the data it is for, and the source stays valid.
+    run(bi.queries, "CREATE DATABASE aaa_elsewhere")
+    run(bi.queries, "CREATE EXTERNAL TABLE aaa_elsewhere.t (x int) LOCATION 's3://elsewhere/t/'")
+    try:
+        assert bi.validate_data_source("root", "demo_hive_metastore").status == "VALID"
+    finally:
+        run(bi.queries, "DROP TABLE aaa_elsewhere.t")
+        run(bi.queries, "DROP DATABASE aaa_elsewhere")
     try:
         role_policy("detach", "HiveMetastoreDataSourceAccessPolicy")  # undoes the seed's step
         checked = bi.validate_data_source("root", "demo_hive_metastore")
