@@ -153,6 +153,7 @@ def test_validation_names_the_permission_the_role_lacks(stack: Settings, bi: BiS
     assert bi.validate_data_source("root", "demo_hive_metastore").status == "VALID"
     # A database listed first whose data the role may not read (another team's bucket):
     # the role serves the data it is for, and the source stays valid.
+    load_storage(stack).ensure_bucket("elsewhere")
     run(bi.queries, "CREATE DATABASE aaa_elsewhere")
     run(bi.queries, "CREATE EXTERNAL TABLE aaa_elsewhere.t (x int) LOCATION 's3://elsewhere/t/'")
     try:
