@@ -105,15 +105,15 @@ class DataSources:
             refused: LakewardError | None = None
             for table in self.role_queries.some_tables(source):
                 try:
-                    sql = f'SELECT * FROM "{source.catalog}".{table} LIMIT 1'
-                    self.role_queries.run(source, sql)
+                    self.role_queries.run(
+                        source, f'SELECT * FROM "{source.catalog}".{table} LIMIT 1'
+                    )
+                    break
                 except LakewardError as exc:
                     refused = refused or exc
-                    continue
-                refused = None
-                break
-            if refused is not None:
-                raise refused
+            else:  # no table read (or none at all)
+                if refused is not None:
+                    raise refused
             source.status, source.status_message = "VALID", "the test query succeeded"
         except LakewardError as exc:
             source.status, source.status_message = "INVALID", exc.message

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from lakeward.errors import (
     InvalidRequest,
@@ -57,11 +57,7 @@ def table_lock(settings: Settings, location: str, *, shared: bool) -> Iterator[N
     while True:
         handle = open(path, "a")  # noqa: SIM115 - held past this block, closed below
         fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-        try:
-            held = os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            held = False
-        if held:
+        if _still_at(handle, path):
             break
         # ``sweep_table_locks`` removed the file while this process waited on it: the lock
         # to take is that of the file now at the path.
@@ -89,14 +85,20 @@ def sweep_table_locks(settings: Settings) -> int:
             handle.close()
             continue  # held: in use
         try:
-            if os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino:
-                path.unlink()
+            if _still_at(handle, path):
+                path.unlink(missing_ok=True)
                 removed += 1
-        except FileNotFoundError:
-            pass
         finally:
             handle.close()  # the lock goes with it
     return removed
+
+
+def _still_at(handle: IO[str], path: Path) -> bool:
+    """Whether the open ``handle`` is still the file at ``path`` (not swept meanwhile)."""
+    try:
+        return os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
 
 
 PAUSE_FOR_TESTS = "LAKEWARD_TEST_PAUSE_WRITE"

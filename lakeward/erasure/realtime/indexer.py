@@ -21,6 +21,7 @@ lag of an update is measured from the first of them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import queue
 import threading
@@ -210,11 +211,8 @@ class RealtimeIndexer:
                 try:
                     # Tried again while the index's database turns it away for a while (its
                     # disk full, a lock): applying a batch twice is harmless, dropping it not.
-                    persisted(
-                        lambda batch=batch: self._apply_batch(batch),  # type: ignore[misc]
-                        "the erasure index's update",
-                        stopping=self._stop,
-                    )
+                    apply = functools.partial(self._apply_batch, batch)
+                    persisted(apply, "the erasure index's update", stopping=self._stop)
                 except Exception:  # a bug or a dead database: log, keep the worker alive
                     log.exception("the erasure indexer failed on a batch of %d events", len(batch))
                     self._done(len(batch))
