@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -751,10 +752,16 @@ class Soak:
 
     def clean_up(self) -> None:
         """Drop what the run made (its tables and views)."""
-        calls = _Calls(self.settings, self.report, self.lock)
-        for name in sorted(self._tables(calls)):
-            view = name.startswith(f"{self.run_id}_view_")
-            self._execute(calls, Statement("", f"DROP {'VIEW' if view else 'TABLE'} {name}", ""))
+        names = sorted(self._tables(_Calls(self.settings, self.report, self.lock)))
+
+        def drop(share: list[str]) -> None:  # a run of an hour leaves thousands
+            calls = _Calls(self.settings, self.report, self.lock)
+            for name in share:
+                kind = "VIEW" if name.startswith(f"{self.run_id}_view_") else "TABLE"
+                self._execute(calls, Statement("", f"DROP {kind} {name}", ""))
+
+        with ThreadPoolExecutor(self.clients) as pool:
+            list(pool.map(drop, [names[i :: self.clients] for i in range(self.clients)]))
         s3 = _Calls(self.settings, self.report, self.lock, "s3")
         for put in self.report.puts:
             s3("delete_object", Bucket=self.settings.lake.data_bucket, Key=put.key)
