@@ -9,6 +9,7 @@ waiting and come back later.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -60,9 +61,9 @@ from lakeward.query.planner import Planner, Run
 from lakeward.query.prepared import PreparedStatements, bound_statement
 from lakeward.query.presence import Presence, orphan_reason
 from lakeward.query.sql.queries import Statement
-from lakeward.query.statements import parse_statement
+from lakeward.query.statements import catalogs_used, parse_statement, substatement_type
 from lakeward.query.statements.base import Command, Context
-from lakeward.query.store import Store
+from lakeward.query.store import Store, execution_row, insert_execution
 from lakeward.query.translate.query import check_translatable
 from lakeward.query.workgroups import WorkGroups
 from lakeward.sqlstate import persisted
@@ -245,7 +246,7 @@ class QueryService(MetadataOperations, PreparedOperations):
         )
         # The limit per principal counts the user or role, not the access key it signed with.
         caller = getattr(identity, "name", None) or principal
-        for used in sorted(_catalogs_used(statement, catalog)):
+        for used in sorted(catalogs_used(statement, catalog)):
             self.access.authorize("lakeward:UseCatalog", catalog_arn(used), principal=principal)
         location = output_location_of(self.settings, self.storage, group, output_location)
         submitted = _now()
@@ -253,7 +254,7 @@ class QueryService(MetadataOperations, PreparedOperations):
             id=str(uuid.uuid4()),
             query=query,
             statement_type=statement.statement_type,
-            substatement_type=_substatement_type(statement),
+            substatement_type=substatement_type(statement),
             workgroup=group.name,
             catalog=catalog,
             database=database,
@@ -285,14 +286,17 @@ class QueryService(MetadataOperations, PreparedOperations):
         with self._lock:
             if len(self._runs) >= MAX_QUEUED:
                 raise TooManyRequests(f"more than {MAX_QUEUED} queries are queued; retry later")
-        self.workgroups.admit(execution.id, group, caller)
-        with self._lock:
             self._runs[execution.id] = _Execution(statement, group, principal, execution)
+        # Admitted and recorded in one commit.
+        record = functools.partial(insert_execution, execution=execution, owner=self.presence.id)
         try:
-            self.store.add_execution(execution, owner=self.presence.id)
-        except IntegrityError:  # the same token, started at the same moment in another process
+            self.workgroups.admit(execution.id, group, caller, record=record)
+        except BaseException as exc:
             with self._lock:
                 self._runs.pop(execution.id, None)
+            if not isinstance(exc, IntegrityError):
+                raise
+            # The same token, started at the same moment in another process.
             known = self.store.execution_by_token(client_request_token or "")
             if known is None:
                 raise
@@ -339,19 +343,17 @@ class QueryService(MetadataOperations, PreparedOperations):
             # An execution ending here wakes the waiters at once; one ending in another
             # process is seen at the next look.
             while not persisted(
-                lambda: self.workgroups.start_running(execution.id, run.group),
+                lambda: self._start_running(execution, run.group, queued_at),
                 f"execution {execution.id}",
             ):
                 with self._ended:
                     self._ended.wait(_CAP_RECHECK_SECONDS)
                 if run.cancelled.is_set():
                     break
-            execution.statistics.queue_ms = _ms(time.monotonic() - queued_at)
             if run.cancelled.is_set():
                 self._finish(execution, *self._stopped())
                 return
             execution.state = QueryState.RUNNING
-            persisted(lambda: self.store.save_execution(execution), f"execution {execution.id}")
             timer = threading.Timer(run.group.timeout_seconds, self._time_out, (execution.id,))
             timer.daemon = True
             timer.start()
@@ -365,6 +367,12 @@ class QueryService(MetadataOperations, PreparedOperations):
                 self._runs.pop(execution.id, None)
             with self._ended:
                 self._ended.notify_all()
+
+    def _start_running(self, execution: QueryExecution, group: WorkGroup, queued_at: float) -> bool:
+        """Take a running slot of ``group``; its record RUNNING, with its queue time."""
+        execution.statistics.queue_ms = _ms(time.monotonic() - queued_at)
+        running = replace(execution, state=QueryState.RUNNING)
+        return self.workgroups.start_running(execution.id, group, execution_row(running))
 
     def _run(self, execution: QueryExecution, run: _Execution) -> None:
         started = time.monotonic()
@@ -585,15 +593,3 @@ class QueryService(MetadataOperations, PreparedOperations):
 def _copy(execution: QueryExecution) -> QueryExecution:
     """A copy the caller may keep: the running one changes as it runs."""
     return replace(execution, statistics=replace(execution.statistics))
-
-
-def _substatement_type(statement: Statement | Command) -> str | None:
-    if isinstance(statement, Command):
-        return statement.substatement_type
-    return "SELECT" if statement.kind == "select" else None
-
-
-def _catalogs_used(statement: Statement | Command, default: str) -> set[str]:
-    if isinstance(statement, Command):
-        return {default, *statement.catalogs()}
-    return {default, *(ref.catalog for ref in statement.target.tables)}

@@ -216,7 +216,7 @@ class Store:
     def add_execution(self, execution: QueryExecution, owner: str | None = None) -> None:
         """Record an execution; ``owner`` is the process that will run it (None: done already)."""
         with self._writer.begin() as conn:
-            conn.execute(insert(executions).values(**_execution_row(execution), owner=owner))
+            insert_execution(conn, execution, owner)
 
     def save_execution(self, execution: QueryExecution) -> None:
         """Record an execution's progress, unless it has ended already.
@@ -224,7 +224,7 @@ class Store:
         An execution another process failed (its owner was taken for dead)
         keeps that outcome: the record never goes back from an end state.
         """
-        row = _execution_row(execution)
+        row = execution_row(execution)
         with self._writer.begin() as conn:
             conn.execute(
                 update(executions)
@@ -239,7 +239,7 @@ class Store:
         flight or the execution has ended already (another process, taking this one
         for dead, rolled the write back or failed the execution).
         """
-        row = _execution_row(execution)
+        row = execution_row(execution)
         with self._writer.connect() as conn, conn.begin() as transaction:
             forgotten = conn.execute(delete(writes).where(writes.c.execution_id == execution.id))
             saved = conn.execute(
@@ -484,7 +484,11 @@ class Store:
             return [r[0] for r in conn.execute(query.offset(offset).limit(limit))]
 
 
-def _execution_row(execution: QueryExecution) -> dict[str, Any]:
+def insert_execution(conn: Connection, execution: QueryExecution, owner: str | None) -> None:
+    conn.execute(insert(executions).values(**execution_row(execution), owner=owner))
+
+
+def execution_row(execution: QueryExecution) -> dict[str, Any]:
     row = asdict(execution)
     row["statistics"] = json.dumps(asdict(execution.statistics))
     row["state"] = execution.state.value

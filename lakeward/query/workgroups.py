@@ -21,6 +21,7 @@ cannot both take the last slot.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -191,11 +192,18 @@ class WorkGroups:
 
     # -- the admission check ------------------------------------------------
 
-    def admit(self, execution_id: str, group: WorkGroup, principal: str) -> None:
+    def admit(
+        self,
+        execution_id: str,
+        group: WorkGroup,
+        principal: str,
+        record: Callable[[Connection], object] | None = None,
+    ) -> None:
         """Count ``execution_id`` against ``group``'s limits, or raise ``TooManyRequests``.
 
-        Call it before the execution is recorded; the count includes executions
-        admitted but not recorded yet (for ``UNRECORDED_GRACE``).
+        ``record`` records the execution in the same transaction (one commit for both);
+        without it, call it before the execution is recorded: the count includes
+        executions admitted but not recorded yet (for ``UNRECORDED_GRACE``).
         """
         now = datetime.now(UTC)
         with self._writer.begin() as conn:
@@ -237,14 +245,19 @@ class WorkGroups:
                     admitted=now,
                 )
             )
+            if record is not None:
+                record(conn)
 
-    def start_running(self, execution_id: str, group: WorkGroup) -> bool:
+    def start_running(
+        self, execution_id: str, group: WorkGroup, values: Mapping[str, Any] | None = None
+    ) -> bool:
         """Mark a QUEUED execution RUNNING if fewer than ``group.max_concurrent`` run.
 
         The count is of the workgroup's RUNNING executions in the state database,
         whichever process runs them, so the cap holds across server processes.
         False when the workgroup is full: the caller waits and asks again. An
         execution no longer QUEUED (stopped meanwhile) is left as it is.
+        ``values``: the rest of its record as it starts, saved in the same commit.
         """
         running = (
             select(func.count())
@@ -270,7 +283,7 @@ class WorkGroups:
                     executions.c.id == execution_id,
                     executions.c.state == QueryState.QUEUED.value,
                 )
-                .values(state=QueryState.RUNNING.value)
+                .values({**(values or {}), "state": QueryState.RUNNING.value})
             )
         return True
 

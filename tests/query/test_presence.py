@@ -145,7 +145,7 @@ def test_a_version_1_database_gains_owners(db: str | Path) -> None:
                 text("ALTER TABLE query_executions DROP COLUMN stop_requested, DROP COLUMN owner")
             )
         as_of_v1 = Table("query_executions", MetaData(), autoload_with=conn)
-        conn.execute(as_of_v1.insert().values(query_store._execution_row(_execution("old"))))
+        conn.execute(as_of_v1.insert().values(query_store.execution_row(_execution("old"))))
     engine.dispose()
     store = Store(db)
     assert store.execution("old") is not None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -378,13 +378,19 @@ class IndexStore:
 
     def count(self, name: str, by: int = 1) -> None:
         """Add to a named event counter (``events``, ``ignored_outside_prefixes``, ...)."""
+        self.count_all({name: by})
+
+    def count_all(self, amounts: Mapping[str, int]) -> None:
+        """Add to several counters in one transaction (one commit for a batch's outcomes)."""
+        if not amounts:
+            return
         dialect = postgresql if self.dialect == "postgresql" else sqlite
-        statement = dialect.insert(counters).values(name=name, value=by)
+        statement = dialect.insert(counters)
         statement = statement.on_conflict_do_update(
             index_elements=["name"], set_={"value": counters.c.value + statement.excluded.value}
         )
         with self._writer.begin() as conn:
-            conn.execute(statement)
+            conn.execute(statement, [{"name": n, "value": v} for n, v in sorted(amounts.items())])
 
     def counters(self) -> dict[str, int]:
         with self.engine.connect() as conn:

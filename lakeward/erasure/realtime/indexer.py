@@ -280,8 +280,7 @@ class RealtimeIndexer:
             for outcome, (*_, first_seen) in zip(done, chunk, strict=True):
                 self._count(outcomes, outcome, first_seen)
         outcomes["events"] += len(batch)
-        for name, value in outcomes.items():
-            self.service.store.count(f"realtime_{name}", value)
+        self.service.store.count_all({f"realtime_{n}": v for n, v in outcomes.items() if v})
         self.status.record(outcomes)
         self._done(len(batch))
 

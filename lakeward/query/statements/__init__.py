@@ -122,6 +122,19 @@ def parse_statement(
     raise InvalidRequest(f"{first} statements are not allowed: lakeward runs {STATEMENTS}")
 
 
+def substatement_type(statement: Statement | Command) -> str | None:
+    """Athena's SubstatementType of a parsed statement."""
+    if isinstance(statement, Command):
+        return statement.substatement_type
+    return "SELECT" if statement.kind == "select" else None
+
+
+def catalogs_used(statement: Statement | Command, default: str) -> set[str]:
+    if isinstance(statement, Command):
+        return {default, *statement.catalogs()}
+    return {default, *(ref.catalog for ref in statement.target.tables)}
+
+
 def _mismatched(sql: str, start: int, text: str) -> str:
     """A first word no statement starts with (a typo), as Trino's parser words it."""
     line = sql.count("\n", 0, start) + 1
