@@ -8,7 +8,7 @@ logged so that the audit trail starts now.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from typing import Protocol
 
@@ -42,6 +42,13 @@ class Authorizer(Protocol):
         """
         ...
 
+    def authorize_all(
+        self, requests: Sequence[tuple[str, str]], *, principal: str | None = None
+    ) -> object:
+        """``authorize`` each (action, resource) in turn, up to the first refused, their
+        decisions recorded together."""
+        ...
+
     def allowed(self, action: str, resource: str, *, principal: str | None = None) -> bool: ...
 
 
@@ -57,6 +64,13 @@ class AllowAll:
         context: Mapping[str, object] | None = None,
     ) -> object:
         log.info("allow %s %s %s", principal or current_principal.get(), action, resource)
+        return None
+
+    def authorize_all(
+        self, requests: Sequence[tuple[str, str]], *, principal: str | None = None
+    ) -> object:
+        for action, resource in requests:
+            self.authorize(action, resource, principal=principal)
         return None
 
     def allowed(self, action: str, resource: str, *, principal: str | None = None) -> bool:

@@ -38,7 +38,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -218,10 +218,10 @@ class Segment:
 
 
 class _Pending:
-    __slots__ = ("record", "done", "error")
+    __slots__ = ("records", "done", "error")
 
-    def __init__(self, record: AuditRecord) -> None:
-        self.record = record
+    def __init__(self, records: Sequence[AuditRecord]) -> None:
+        self.records = records
         self.done = False
         self.error: BaseException | None = None
 
@@ -272,8 +272,13 @@ class AuditLog:
         self.close()
 
     def append(self, record: AuditRecord) -> None:
-        """Add ``record`` to the log; returns once it is committed."""
-        mine = _Pending(record)
+        self.append_all([record])
+
+    def append_all(self, records: Sequence[AuditRecord]) -> None:
+        """Add ``records``, in order, all in one commit; returns once it is committed."""
+        if not records:
+            return
+        mine = _Pending(records)
         with self._cond:
             self._queue.append(mine)
             # Whoever finds no writer at work becomes it and commits everything
@@ -474,8 +479,9 @@ class AuditLog:
                 self._head = self._read_head()
             last_id, prev = self._head
             rows = []
-            for offset, pending in enumerate(batch, start=1):
-                record = _with_id(pending.record, last_id + offset)
+            queued = [record for pending in batch for record in pending.records]
+            for offset, queued_record in enumerate(queued, start=1):
+                record = _with_id(queued_record, last_id + offset)
                 prev = _chain_hash(prev, record)
                 rows.append({**_columns(record), "hash": prev})
             try:
@@ -493,7 +499,7 @@ class AuditLog:
                 # lost; read it afresh rather than chain onto them.
                 self._head = None
                 raise
-            self._head = (last_id + len(batch), prev)
+            self._head = (last_id + len(rows), prev)
             return
         raise StorageError(f"could not append to the audit log in {_MAX_TRIES} tries")
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -337,24 +337,27 @@ class AccessControl:
             decision = Decision("allowed", "resource share")
         if resource_policy is not None and decision.decision != "explicitDeny":
             decision = resource_policy
-        self.audit.append(
-            AuditRecord(
-                time=datetime.now(UTC),
-                principal=identity.arn,
-                action=action,
-                resource=resource,
-                decision=decision.decision,
-                statement=decision.statement,
-                request_id=current_request_id.get() or str(uuid.uuid4()),
-                source=current_source.get(),
-            )
-        )
+        self.audit.append(_record(identity, action, resource, decision))
         if not decision.allowed:
-            raise AccessDenied(
-                f"User: {identity.arn} is not authorized to perform: {action} on resource: "
-                f"{resource}"
-                + (" with an explicit deny" if decision.decision == "explicitDeny" else "")
-            )
+            raise _refusal(identity, action, resource, decision)
+        return identity
+
+    def authorize_all(
+        self, requests: Sequence[tuple[str, str]], *, principal: str | None = None
+    ) -> Identity:
+        """``authorize`` each (action, resource) in turn, up to the first refused; their
+        decisions are audited in one commit, before anything is done or refused."""
+        identity = self.identify(principal or current_principal.get())
+        records, refused = [], None
+        for action, resource in requests:
+            decision = self.decide(identity, action, resource, None)
+            records.append(_record(identity, action, resource, decision))
+            if not decision.allowed:
+                refused = _refusal(identity, action, resource, decision)
+                break
+        self.audit.append_all(records)
+        if refused is not None:
+            raise refused
         return identity
 
     def allowed(self, action: str, resource: str, *, principal: str | None = None) -> bool:
@@ -364,3 +367,24 @@ class AccessControl:
         except AccessDenied:
             return False
         return True
+
+
+def _record(identity: Identity, action: str, resource: str, decision: Decision) -> AuditRecord:
+    return AuditRecord(
+        time=datetime.now(UTC),
+        principal=identity.arn,
+        action=action,
+        resource=resource,
+        decision=decision.decision,
+        statement=decision.statement,
+        request_id=current_request_id.get() or str(uuid.uuid4()),
+        source=current_source.get(),
+    )
+
+
+def _refusal(identity: Identity, action: str, resource: str, decision: Decision) -> AccessDenied:
+    explicit = " with an explicit deny" if decision.decision == "explicitDeny" else ""
+    return AccessDenied(
+        f"User: {identity.arn} is not authorized to perform: {action} on resource: "
+        f"{resource}{explicit}"
+    )

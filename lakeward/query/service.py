@@ -241,17 +241,25 @@ class QueryService(MetadataOperations, PreparedOperations):
         except InvalidRequest as refused:
             log.warning("refused a query from %s: %s: %r", principal, refused, query[:500])
             raise
-        identity = self.access.authorize(
-            "athena:StartQueryExecution", workgroup_arn(group.name), principal=principal
-        )
+        # The call's decisions, audited in one commit; a refusal before a bad OutputLocation.
+        used = sorted(catalogs_used(statement, catalog))
+        decisions = [("athena:StartQueryExecution", workgroup_arn(group.name))]
+        decisions += [("lakeward:UseCatalog", catalog_arn(name)) for name in used]
+        try:
+            location = output_location_of(self.settings, self.storage, group, output_location)
+        except InvalidRequest:
+            self.access.authorize_all(decisions, principal=principal)
+            raise
+        execution_id = str(uuid.uuid4())
+        result_arn = self.planner.lake_arn(f"{location}/{execution_id}.csv")
+        if result_arn:
+            decisions.append(("s3:PutObject", result_arn))
+        identity = self.access.authorize_all(decisions, principal=principal)
         # The limit per principal counts the user or role, not the access key it signed with.
         caller = getattr(identity, "name", None) or principal
-        for used in sorted(catalogs_used(statement, catalog)):
-            self.access.authorize("lakeward:UseCatalog", catalog_arn(used), principal=principal)
-        location = output_location_of(self.settings, self.storage, group, output_location)
         submitted = _now()
         execution = QueryExecution(
-            id=str(uuid.uuid4()),
+            id=execution_id,
             query=query,
             statement_type=statement.statement_type,
             substatement_type=substatement_type(statement),
@@ -267,9 +275,6 @@ class QueryService(MetadataOperations, PreparedOperations):
             reuse_max_age_minutes=reuse_max_age_minutes,
         )
         execution.output_location = f"{location}/{execution.id}.csv"
-        result_arn = self.planner.lake_arn(execution.output_location)
-        if result_arn:
-            self.access.authorize("s3:PutObject", result_arn, principal=principal)
         reused = self._reusable(execution, statement, reuse_max_age_minutes)
         if reused is not None:
             execution.output_location = reused.output_location

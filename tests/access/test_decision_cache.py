@@ -18,6 +18,7 @@ import pytest
 from lakeward.access import current_request_id
 from lakeward.access.control import AccessControl, Identity
 from lakeward.config import Settings, load_settings
+from lakeward.errors import AccessDenied
 from tests.helpers import lakeward
 
 WORKGROUP = "arn:lakeward:athena:::workgroup/primary"
@@ -146,3 +147,23 @@ def test_the_cache_gives_the_answers_evaluation_gives(
                 finally:
                     current_request_id.reset(token)
                 assert cached == fresh, (action, resource)
+
+
+def test_a_calls_decisions_are_recorded_together_up_to_the_first_refusal(
+    access: AccessControl,
+) -> None:
+    asked = [
+        ("athena:StartQueryExecution", WORKGROUP),
+        ("lakeward:UseCatalog", "arn:lakeward:athena:::datacatalog/awsdatacatalog"),
+        ("athena:StartQueryExecution", WORKGROUP + "-never-asked"),
+    ]
+    with pytest.raises(AccessDenied, match="lakeward:UseCatalog on resource: .*awsdatacatalog$"):
+        access.authorize_all(asked, principal="dana")
+    assert getattr(access.authorize_all(asked[:1], principal="dana"), "name", None) == "dana"
+    records = access.audit.query(principal="arn:lakeward:iam:::user/dana")
+    assert [(r.action, r.resource, r.decision) for r in records] == [
+        ("athena:StartQueryExecution", WORKGROUP, "allowed"),
+        ("lakeward:UseCatalog", asked[1][1], "implicitDeny"),
+        ("athena:StartQueryExecution", WORKGROUP, "allowed"),
+    ]
+    assert access.audit.verify().ok
