@@ -4,6 +4,8 @@ would refused."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 
 from sqlglot import exp
@@ -68,14 +70,40 @@ def to_engine_sql(
         raise InvalidRequest(f"the query cannot run on {dialect}: {e}") from None
 
 
+# The verdicts of recent checks: dashboards and tools send the same queries again and again.
+_CHECKED_KEPT = 1024
+_checked: OrderedDict[tuple[str, tuple[TableRef, ...], str], InvalidRequest | None] = OrderedDict()
+_checked_lock = threading.Lock()
+
+
 def check_translatable(statement: Statement, engine: str) -> None:
     """Refuse, before the query is queued, what ``engine`` cannot answer as Athena would."""
     target = statement.target
-    if target._ast is not None and engine == "duckdb":
-        tree = duckdb.to_duckdb(target._ast.copy())
-        try:  # what sqlglot cannot write for DuckDB is refused now, not once queued
-            tree.sql(dialect="duckdb", unsupported_level=ErrorLevel.RAISE, comments=False)
-        except UnsupportedError as e:
-            raise InvalidRequest(f"the query cannot run on duckdb: {e}") from None
-    elif target._ast is not None and engine == "spark":
-        spark.check(target._ast.copy())
+    # The text and its tables, as named, make the checked tree: the same verdict.
+    key = (target.sql, target.tables, engine)
+    with _checked_lock:
+        known, refusal = key in _checked, _checked.get(key)
+    if not known:
+        refusal = _refusal(target, engine)
+        with _checked_lock:
+            _checked[key] = refusal
+            while len(_checked) > _CHECKED_KEPT:
+                _checked.popitem(last=False)
+    if refusal is not None:
+        raise type(refusal)(refusal.message)  # a new one: each call's error is its own
+
+
+def _refusal(target: Statement, engine: str) -> InvalidRequest | None:
+    """Why ``engine`` cannot run ``target`` as Athena would; None if it can."""
+    try:
+        if target._ast is not None and engine == "duckdb":
+            tree = duckdb.to_duckdb(target._ast.copy())
+            try:  # what sqlglot cannot write for DuckDB is refused now, not once queued
+                tree.sql(dialect="duckdb", unsupported_level=ErrorLevel.RAISE, comments=False)
+            except UnsupportedError as e:
+                return InvalidRequest(f"the query cannot run on duckdb: {e}")
+        elif target._ast is not None and engine == "spark":
+            spark.check(target._ast.copy())
+    except InvalidRequest as refused:
+        return refused
+    return None

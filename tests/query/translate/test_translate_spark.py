@@ -111,3 +111,25 @@ def test_upper_fails_where_spark_would_map_a_character_to_several() -> None:
     assert sql.startswith("SELECT (CASE WHEN country RLIKE '[ß")
     assert "THEN RAISE_ERROR('upper of a text with a character whose upper case is several" in sql
     assert sql.endswith("ELSE UPPER(country) END) AS `_col0` FROM `default`.`covid_deaths`")
+
+
+def test_a_checked_querys_verdict_is_kept_for_its_text_its_tables_and_the_engine() -> None:
+    sql = "SELECT TRY(1 / 0) FROM covid_deaths"
+    refusals = []
+    for _ in range(2):  # the second verdict is the one kept: the same refusal, a new error
+        with pytest.raises(InvalidRequest) as refused:
+            check_translatable(statement(sql), "spark")
+        refusals.append(refused.value)
+    assert refusals[0] is not refusals[1]
+    assert refusals[0].message == refusals[1].message
+    assert refusals[1].message.startswith("function try is not supported on the Spark engine")
+    check_translatable(statement(sql), "duckdb")  # another engine, its own verdict
+    elsewhere = parse_statement(
+        "SELECT TRY(1 / 0) FROM other.covid_deaths",
+        default_catalog=DEATHS.catalog,
+        default_database="default",
+        catalogs=[DEATHS.catalog],
+    )
+    assert elsewhere.tables != statement(sql).tables
+    with pytest.raises(InvalidRequest, match="function try is not supported"):
+        check_translatable(elsewhere, "spark")
