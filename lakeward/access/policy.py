@@ -63,7 +63,7 @@ KNOWN_ACTIONS: frozenset[str] = frozenset(
         " ListQueryExecutions BatchGetQueryExecution ListDataCatalogs GetDataCatalog"
         " CreateDataCatalog DeleteDataCatalog ListDatabases GetDatabase ListTableMetadata"
         " GetTableMetadata ListWorkGroups GetWorkGroup CreateNamedQuery GetNamedQuery"
-        " ListNamedQueries UpdateNamedQuery DeleteNamedQuery",
+        " ListNamedQueries UpdateNamedQuery DeleteNamedQuery BatchGetNamedQuery",
     )
     | _actions("lakeward", "UseCatalog")
     | _actions(

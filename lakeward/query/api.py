@@ -113,6 +113,12 @@ class SqlApi(Protocol):
 
     def delete_named_query(self, named_query_id: str) -> None: ...
 
+    def batch_get_named_query(
+        self, named_query_ids: list[str]
+    ) -> tuple[list[NamedQuery], list[tuple[str, str]]]:
+        """Found named queries, and (id, reason) for each one not found or not readable."""
+        ...
+
     def list_named_queries(
         self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
     ) -> tuple[list[str], str | None]: ...

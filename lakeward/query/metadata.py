@@ -178,6 +178,25 @@ class MetadataOperations:
         self._named_query(named_query_id, "athena:DeleteNamedQuery")
         self.store.delete_named_query(named_query_id)
 
+    def batch_get_named_query(
+        self, named_query_ids: list[str]
+    ) -> tuple[list[NamedQuery], list[tuple[str, str]]]:
+        """Those found that the caller may read, and (id, reason) for each of the others."""
+        if not 1 <= len(named_query_ids) <= 50:
+            raise InvalidRequest("NamedQueryIds must hold between 1 and 50 ids")
+        found, missing = [], []
+        for named_query_id in named_query_ids:
+            named = self.store.named_query(named_query_id)
+            if named is None:
+                missing.append((named_query_id, f"NamedQuery {named_query_id} was not found"))
+            elif not self.access.allowed(
+                "athena:BatchGetNamedQuery", workgroup_arn(named.workgroup)
+            ):
+                missing.append((named_query_id, "not authorized to read this NamedQuery"))
+            else:
+                found.append(named)
+        return found, missing
+
     def _named_query(self, named_query_id: str, action: str) -> NamedQuery:
         named = self.store.named_query(named_query_id)
         if named is None:

@@ -645,9 +645,9 @@ def test_warning_for_for_all_values_in_an_allow() -> None:
 
 
 def test_known_actions() -> None:
-    assert len(KNOWN_ACTIONS) == 21 + 1 + 18 + 4 + 2 + 5 + 32 + 27 + 9 + 2
+    assert len(KNOWN_ACTIONS) == 22 + 1 + 18 + 4 + 2 + 5 + 32 + 27 + 9 + 2
     assert {"sts:AssumeRole", "iam:UpdateAssumeRolePolicy", "iam:GetRole"} <= KNOWN_ACTIONS
-    assert {"athena:StartQueryExecution", "athena:DeleteNamedQuery"} <= KNOWN_ACTIONS
+    assert {"athena:StartQueryExecution", "athena:BatchGetNamedQuery"} <= KNOWN_ACTIONS
     assert {"glue:CreateTable", "glue:BatchCreatePartition", "glue:GetPartitions"} <= KNOWN_ACTIONS
     assert "iam:SimulatePrincipalPolicy" in KNOWN_ACTIONS
     assert "quicksight:QueryDashboard" in KNOWN_ACTIONS

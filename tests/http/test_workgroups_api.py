@@ -296,6 +296,18 @@ def test_named_queries_are_updated_and_deleted_as_in_athena(
         "nightly", "SELECT 2", "first"
     )  # fmt: skip
     assert (named["Database"], named["WorkGroup"]) == ("default", "primary")
+    unknown = str(uuid.uuid4())
+    batch = client.batch_get_named_query(NamedQueryIds=[made, unknown])
+    assert [n["Name"] for n in batch["NamedQueries"]] == ["nightly"]
+    assert batch["UnprocessedNamedQueryIds"] == [
+        {"NamedQueryId": unknown, "ErrorCode": "INVALID_INPUT",
+         "ErrorMessage": f"NamedQuery {unknown} was not found"},
+    ]  # fmt: skip
+    theirs = carol.batch_get_named_query(NamedQueryIds=[made])
+    assert theirs["NamedQueries"] == []
+    assert theirs["UnprocessedNamedQueryIds"][0]["ErrorMessage"] == (
+        "not authorized to read this NamedQuery"
+    )
     client.delete_named_query(NamedQueryId=made)
     assert made not in client.list_named_queries()["NamedQueryIds"]
     with pytest.raises(client.exceptions.InvalidRequestException, match="not found"):

@@ -80,6 +80,16 @@ def _batch_get_query_execution(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
     return {"QueryExecutions": executions, "UnprocessedQueryExecutionIds": unprocessed}
 
 
+def _batch_get_named_query(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
+    found, missing = api.batch_get_named_query(r["NamedQueryIds"])
+    unprocessed = [
+        {"NamedQueryId": i, "ErrorCode": "INVALID_INPUT", "ErrorMessage": reason}
+        for i, reason in missing
+    ]
+    named = list(map(shapes.named_query, found))
+    return {"NamedQueries": named, "UnprocessedNamedQueryIds": unprocessed}
+
+
 def _list_data_catalogs(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
     catalogs, token = shapes.page(api.list_data_catalogs(), r)
     summaries = [{"CatalogName": c.name, "Type": c.type} for c in catalogs]
@@ -212,6 +222,7 @@ OPERATIONS: dict[str, Handler] = {
     "ListNamedQueries": _list_named_queries,
     "UpdateNamedQuery": _update_named_query,
     "DeleteNamedQuery": _delete_named_query,
+    "BatchGetNamedQuery": _batch_get_named_query,
     "CreatePreparedStatement": prepared.create,
     "UpdatePreparedStatement": prepared.update,
     "GetPreparedStatement": prepared.get,
