@@ -77,8 +77,9 @@ class ReplayGuard:
     new mutating requests are refused as throttled (SDKs retry them, re-signed) rather
     than forgetting signatures early, which would let a replay through.
 
-    Caveat: botocore re-signs each retry, but a retry sent within the same second as
-    the failed attempt is byte-identical and is refused here like a replay.
+    botocore re-signs each retry, but a retry sent within the same second as the failed
+    attempt is byte-identical: the caller ``forget``s the signature of a request that
+    failed (and so did nothing), and its retry is taken.
     """
 
     def __init__(self, window: timedelta = MAX_SKEW, max_entries: int = 100_000) -> None:
@@ -102,6 +103,16 @@ class ReplayGuard:
                 raise TooManyRequests("Too many signed requests in flight; retry shortly.")
             self._seen.add(signature)
             heapq.heappush(self._expiries, (request_time + self._window, signature))
+
+    def forget(self, signature: str) -> None:
+        """Take ``signature`` again: the request that carried it failed and did nothing."""
+        with self._lock:
+            self._seen.discard(signature)  # its expiry, left in the heap, discards nothing
+
+
+def request_signature(headers: Mapping[str, str]) -> str:
+    """The ``Signature`` of a request's ``Authorization`` header (checked already)."""
+    return _parse_authorization(headers.get("authorization"))[5]
 
 
 @dataclass(frozen=True)

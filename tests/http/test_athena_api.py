@@ -539,18 +539,34 @@ def test_request_signed_six_minutes_ago_is_expired(url: str) -> None:
     assert message.startswith(f"Signature expired: {when.strftime('%Y%m%dT%H%M%SZ')} is now")
 
 
-def test_replayed_start_is_refused_but_identical_polls_pass(url: str, fake: FakeSqlApi) -> None:
-    token = "replay-test-token-0123456789abcdef"
-    start = {"QueryString": "SELECT 42", "ClientRequestToken": token}
-    headers, body = signed(url, "StartQueryExecution", start)
+def test_a_replayed_change_is_refused_a_failed_one_retried_and_polls_pass(
+    url: str, fake: FakeSqlApi
+) -> None:
+    create = {"Name": "replayed", "Database": "default", "QueryString": "SELECT 1"}
+    headers, body = signed(url, "CreateNamedQuery", create)
     with httpx.Client() as http:
         first = http.post(url + "/", headers=headers, content=body)
         assert first.status_code == 200, first.text
         replay = http.post(url + "/", headers=headers, content=body)
         assert "already been received" in assert_athena_error(replay, "AccessDeniedException")
-        assert sum(1 for op, args in fake.calls if args.get("client_request_token") == token) == 1
+        assert [n.name for n in fake.named.values()].count("replayed") == 1
 
-        poll = {"QueryExecutionId": first.json()["QueryExecutionId"]}
+        # A call that failed did nothing: the same request again (as botocore's retry signed
+        # in the same second is) is a retry, not a replay.
+        headers, body = signed(url, "StartQueryExecution", {"QueryString": "SELECT throttled"})
+        for _ in range(2):
+            throttled = http.post(url + "/", headers=headers, content=body)
+            assert_athena_error(throttled, "TooManyRequestsException")
+
+        # A start with a ClientRequestToken is the same start again: the service answers
+        # it with the token's execution, as Athena does.
+        start = {"QueryString": "SELECT 42", "ClientRequestToken": "replay-" + "0" * 26}
+        headers, body = signed(url, "StartQueryExecution", start)
+        for _ in range(2):
+            again = http.post(url + "/", headers=headers, content=body)
+            assert again.status_code == 200, again.text
+
+        poll = {"QueryExecutionId": again.json()["QueryExecutionId"]}
         headers, body = signed(url, "GetQueryExecution", poll)
         for _ in range(2):
             response = http.post(url + "/", headers=headers, content=body)

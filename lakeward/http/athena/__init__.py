@@ -41,7 +41,13 @@ from lakeward.http.athena.validation import checked, model
 from lakeward.http.body import DEFAULT_MAX_BODY_BYTES, read_body
 from lakeward.http.glue import TARGET_PREFIX as GLUE_PREFIX
 from lakeward.http.glue import glue_error, handle_glue
-from lakeward.http.sigv4 import Credentials, ReplayGuard, json_signing_error, verify
+from lakeward.http.sigv4 import (
+    Credentials,
+    ReplayGuard,
+    json_signing_error,
+    request_signature,
+    verify,
+)
 from lakeward.http.sts import handle_sts, sts_error
 from lakeward.query.api import SqlApi
 from lakeward.query.model import JsonDict
@@ -194,10 +200,31 @@ def _handle(
 ) -> JsonDict | bytes:
     target = headers.get("x-amz-target", "")
     operation = target.removeprefix(_TARGET_PREFIX) if target.startswith(_TARGET_PREFIX) else ""
-    mutating = operation.startswith(_MUTATING)
+    # A replay of a call with a ClientRequestToken is the same call (its token's answer),
+    # as a client retrying one whose answer was lost expects (botocore sets one).
+    mutating = operation.startswith(_MUTATING) and not _has_token(body)
     principal = verify(
         "POST", path, query, headers, body, credentials, replay_guard=guard, mutating=mutating
     )
+    try:
+        return _operate(api, operation, target, body, principal, request_id)
+    except Exception:
+        if mutating:  # it did nothing: a retry signed in the same second is no replay
+            guard.forget(request_signature(headers))
+        raise
+
+
+def _has_token(body: bytes) -> bool:
+    try:
+        document = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(document, dict) and bool(document.get("ClientRequestToken"))
+
+
+def _operate(
+    api: SqlApi, operation: str, target: str, body: bytes, principal: str, request_id: str
+) -> JsonDict | bytes:
     # This call runs in its own copy of the context: what is set here is this request's.
     current_principal.set(principal)
     current_request_id.set(request_id)
