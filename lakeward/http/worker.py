@@ -131,6 +131,8 @@ class OneSendProtocol(_HttpProtocol):  # type: ignore[misc]
 HANDOVER_LIMIT = 60.0
 """Seconds a worker whose supervisor died serves at most, waiting for its successors."""
 LOOK_EVERY = 0.1
+STOP_GRACE = 30.0
+"""Seconds an orphaned worker told to stop has to finish its calls before it exits anyway."""
 
 
 def hand_over_when_orphaned(server: uvicorn.Server, settings: Settings, supervisor: int) -> None:
@@ -153,6 +155,11 @@ def hand_over_when_orphaned(server: uvicorn.Server, settings: Settings, supervis
             break
         time.sleep(LOOK_EVERY)
     server.should_exit = True
+    # The process ends with uvicorn's shutdown (this thread is a daemon); one that waits on
+    # a call or a connection that never ends must not outlive its successors for good.
+    time.sleep(STOP_GRACE)
+    log.error("worker %d: not stopped %g s after its hand-over; it exits", os.getpid(), STOP_GRACE)
+    os._exit(1)
 
 
 def main() -> None:

@@ -610,3 +610,25 @@ def test_a_worker_whose_supervisor_died_before_it_started_does_not_serve_on(
     finally:
         if is_running(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_an_orphaned_worker_whose_shutdown_hangs_exits_after_its_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hour's soak found a worker whose supervisor died still running 30 minutes on:
+    told to stop, its shutdown waited on something that never ended."""
+    from lakeward.http import worker
+
+    class Hanging:  # a uvicorn.Server told to stop that never does
+        should_exit = False
+
+    exits: list[int] = []
+    monkeypatch.setattr(worker, "STOP_GRACE", 0.2)
+    monkeypatch.setattr(worker.os, "_exit", exits.append)
+    settings = load_settings(data_dir=tmp_path, env={})
+    server = Hanging()
+    not_its_parent = os.getppid() + 1_000_000  # its supervisor is gone from the start
+    started = time.monotonic()
+    worker.hand_over_when_orphaned(server, settings, not_its_parent)  # type: ignore[arg-type]
+    assert server.should_exit and exits == [1]
+    assert time.monotonic() - started >= 0.2
