@@ -55,6 +55,11 @@ def tag_responses(app: Asgi, pid: int) -> Asgi:
     connection in one turn of the event loop and ``OneSendTransport`` sends them in one
     write: a worker killed then sends neither, and the client retries, instead of a head
     with a Content-Length and no body, which botocore reads as an empty answer.
+
+    A request sent with ``Expect: 100-continue`` and answered before its body was asked
+    for (a refusal) is answered with ``Connection: close``: its client never sends that
+    body, so the connection cannot carry another request (uvicorn would read the next one
+    as this one's body and answer a bare 400).
     """
     value = str(pid).encode()
 
@@ -63,11 +68,21 @@ def tag_responses(app: Asgi, pid: int) -> Asgi:
             await app(scope, receive, send)
             return
         head: MutableMapping[str, Any] | None = None
+        unread = any(
+            k.lower() == b"expect" and v.lower() == b"100-continue" for k, v in scope["headers"]
+        )
+
+        async def receive_noted() -> MutableMapping[str, Any]:
+            nonlocal unread
+            unread = False  # uvicorn asks for the body with "100 Continue"
+            return await receive()
 
         async def send_tagged(message: MutableMapping[str, Any]) -> None:
             nonlocal head
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (WORKER_HEADER.encode(), value)]
+                extra = [(WORKER_HEADER.encode(), value)]
+                extra += [(b"connection", b"close")] if unread else []
+                message["headers"] = [*message.get("headers", []), *extra]
                 head = message
                 return
             if head is not None:
@@ -75,7 +90,7 @@ def tag_responses(app: Asgi, pid: int) -> Asgi:
                 await send(held)
             await send(message)
 
-        await app(scope, receive, send_tagged)
+        await app(scope, receive_noted, send_tagged)
 
     return tagged
 

@@ -632,3 +632,52 @@ def test_an_orphaned_worker_whose_shutdown_hangs_exits_after_its_grace(
     worker.hand_over_when_orphaned(server, settings, not_its_parent)  # type: ignore[arg-type]
     assert server.should_exit and exits == [1]
     assert time.monotonic() - started >= 0.2
+
+
+def test_a_put_refused_before_its_body_was_read_leaves_the_connection_usable() -> None:
+    """botocore sends S3 bodies after "Expect: 100-continue" and, refused before the body
+    was asked for, never sends it; the hour's soak then saw the client's next request on
+    that connection read as the refused one's body, and a bare 400 "Bad Request"."""
+    import boto3
+    from botocore.config import Config
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        xml = b"<Error><Code>AccessDenied</Code><Message>no</Message></Error>"
+        if scope["method"] == "PUT":  # refused from its head alone
+            status, body = 403, xml
+        else:
+            status, body = 200, b"the object"
+        headers = [(b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    port = free_port("127.0.0.1", 19620)
+    config = uvicorn.Config(
+        tag_responses(app, 42), host="127.0.0.1", port=port, http=OneSendProtocol,
+        lifespan="off", log_level="warning",
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 10, "the test server to start")
+        s3 = boto3.client(
+            "s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+            aws_access_key_id="k", aws_secret_access_key="s",
+            config=Config(retries={"max_attempts": 1}, read_timeout=5,
+                          s3={"addressing_style": "path"}),
+        )  # fmt: skip
+        for _ in range(3):
+            with pytest.raises(ClientError, match="AccessDenied") as refused:
+                s3.put_object(Bucket="b", Key="k", Body=os.urandom(300 * 1024))
+            # Kept open, the connection's next request was read as the unsent body: the
+            # call stalled until the client gave up on it (or was answered a bare 400).
+            headers = refused.value.response["ResponseMetadata"]["HTTPHeaders"]
+            assert headers.get("connection") == "close"
+            got = s3.get_object(Bucket="b", Key="k")["Body"].read()
+            assert got == b"the object"
+    finally:
+        server.should_exit = True
+        thread.join(10)
