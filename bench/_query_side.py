@@ -204,13 +204,15 @@ def duckdb_alone(settings: Any) -> tuple[Any, Callable[[str], int]]:
 
     from lakeward.metastore.client import MetastoreClient
     from lakeward.metastore.uris import metastore_uris
+    from lakeward.storage.paths import lake_uri, local_path
 
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.execute("ATTACH ':memory:' AS demo_hive_metastore")
     with MetastoreClient(metastore_uris(settings)) as client:
         for name in ("covid_confirmed_cases", "covid_deaths", "covid_recovered"):
-            location = client.table("default", name).location.removeprefix("file:")
+            # The public s3:// name, read where the lake keeps it on this machine.
+            location = str(local_path(lake_uri(settings, client.table("default", name).location)))
             con.execute(
                 f"CREATE VIEW demo_hive_metastore.main.{name} AS "
                 f"SELECT * FROM read_parquet('{location.rstrip('/')}/**/*.parquet')"

@@ -63,7 +63,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 from _common import (  # noqa: E402 - beside this script
     TICK,
@@ -238,13 +238,13 @@ def table_files(settings: Settings) -> tuple[str, list[str]]:
     """The seed table's location (from the metastore) and its Parquet files."""
     from lakeward.metastore.client import MetastoreClient
     from lakeward.metastore.uris import metastore_uris
+    from lakeward.storage.paths import lake_uri, local_path
 
     with MetastoreClient(metastore_uris(settings)) as client:
         location = client.table(DATABASE, TABLE).location
-    parsed = urlparse(location)
-    if parsed.scheme not in ("", "file"):
+    root = local_path(lake_uri(settings, location))  # its public s3:// name, on this machine
+    if root is None:
         raise SystemExit(f"{TABLE} is at {location}; the DuckDB floor reads local tables only")
-    root = Path(unquote(parsed.path))
     files = sorted(
         str(p)
         for p in root.rglob("*")

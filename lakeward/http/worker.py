@@ -69,7 +69,8 @@ def tag_responses(app: Asgi, pid: int) -> Asgi:
             return
         head: MutableMapping[str, Any] | None = None
         unread = any(
-            k.lower() == b"expect" and v.lower() == b"100-continue" for k, v in scope["headers"]
+            k.lower() == b"expect" and v.lower() == b"100-continue"
+            for k, v in scope.get("headers", ())
         )
 
         async def receive_noted() -> MutableMapping[str, Any]:
