@@ -359,17 +359,25 @@ def test_an_end_the_busy_state_database_turns_away_is_saved_once_it_takes_it(
     RUNNING for good, since its process lived on. Both saves are tried again."""
     from sqlalchemy.exc import OperationalError
 
-    save = sales.store.save_execution
+    save, start_running = sales.store.save_execution, sales.workgroups.start_running
     turned_away: list[str] = []
 
-    def busy_twice(execution: QueryExecution) -> None:
-        state = execution.state.value
-        if state != "QUEUED" and turned_away.count(state) < 2:
+    def busy(state: str) -> None:
+        if turned_away.count(state) < 2:
             turned_away.append(state)
             raise OperationalError("UPDATE query_executions", {}, Exception("database is locked"))
+
+    def busy_twice(execution: QueryExecution) -> None:
+        if execution.state.value != "QUEUED":
+            busy(execution.state.value)
         save(execution)
 
+    def busy_twice_starting(execution_id: str, group: Any, values: Any = None) -> bool:
+        busy("RUNNING")  # its RUNNING record is saved as it takes its slot
+        return start_running(execution_id, group, values)
+
     monkeypatch.setattr(sales.store, "save_execution", busy_twice)
+    monkeypatch.setattr(sales.workgroups, "start_running", busy_twice_starting)
     execution = finish(sales, f"SELECT count(*) FROM covid WHERE {IN_COUNTRIES}")
     assert execution.state == QueryState.SUCCEEDED
     saved = sales.store.execution(execution.id)
