@@ -72,22 +72,22 @@ def _list_query_executions(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
 
 def _batch_get_query_execution(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
     found, missing = api.batch_get_query_execution(r["QueryExecutionIds"])
-    unprocessed = [
-        {"QueryExecutionId": i, "ErrorCode": "INVALID_INPUT", "ErrorMessage": reason}
-        for i, reason in missing
-    ]
     executions = list(map(shapes.query_execution, found))
-    return {"QueryExecutions": executions, "UnprocessedQueryExecutionIds": unprocessed}
+    return {"QueryExecutions": executions} | _unprocessed("QueryExecutionId", missing)
 
 
 def _batch_get_named_query(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
     found, missing = api.batch_get_named_query(r["NamedQueryIds"])
-    unprocessed = [
-        {"NamedQueryId": i, "ErrorCode": "INVALID_INPUT", "ErrorMessage": reason}
-        for i, reason in missing
-    ]
     named = list(map(shapes.named_query, found))
-    return {"NamedQueries": named, "UnprocessedNamedQueryIds": unprocessed}
+    return {"NamedQueries": named} | _unprocessed("NamedQueryId", missing)
+
+
+def _unprocessed(id_field: str, missing: list[tuple[str, str]]) -> JsonDict:
+    """A batch's ``Unprocessed<Thing>Ids``: each id with why it was not returned."""
+    listed = [
+        {id_field: i, "ErrorCode": "INVALID_INPUT", "ErrorMessage": reason} for i, reason in missing
+    ]
+    return {f"Unprocessed{id_field}s": listed}
 
 
 def _list_data_catalogs(api: SqlApi, r: JsonDict, _: str) -> JsonDict:
