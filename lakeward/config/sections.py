@@ -205,6 +205,14 @@ class ServerSettings(_Section):
         description="HTTP worker processes behind the port (`lakeward serve`); "
         "None: one per CPU core",
     )
+    poll_wait_ms: int = Field(
+        default=1000,
+        ge=0,
+        le=20_000,
+        description="A GetQueryExecution of a query running in the answering process waits "
+        "up to this long for it to end, so a client polling on a timer learns of the end at "
+        "once; 0 answers at once, as Athena does",
+    )
     standby: bool = Field(
         default=False,
         description="Keep a standby supervisor with its workers built, to take over at once "

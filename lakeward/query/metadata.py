@@ -26,7 +26,8 @@ from lakeward.query.catalogs import (
     Catalogs,
     matches,
 )
-from lakeward.query.model import DataCatalog, NamedQuery, WorkGroup
+from lakeward.query.model import DataCatalog, NamedQuery, QueryExecution, WorkGroup
+from lakeward.query.owners import listed_owner, may_read
 from lakeward.query.prepared import PreparedStatement, PreparedStatements
 from lakeward.query.store import Store
 from lakeward.query.view_definitions import described
@@ -215,6 +216,31 @@ class MetadataOperations:
         return ids[:max_results], next_token_at(offset + max_results) if len(
             ids
         ) > max_results else None
+
+    # -- executions, as recorded
+
+    def list_query_executions(
+        self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
+    ) -> tuple[list[str], str | None]:
+        started_by = listed_owner(self.access, workgroup or DEFAULT_WORKGROUP)
+        offset = offset_of(next_token)
+        ids = self.store.execution_ids(workgroup, offset, max_results + 1, started_by=started_by)
+        more = len(ids) > max_results
+        return ids[:max_results], next_token_at(offset + max_results) if more else None
+
+    def batch_get_query_execution(
+        self, execution_ids: list[str]
+    ) -> tuple[list[QueryExecution], list[tuple[str, str]]]:
+        found, missing = [], []
+        for execution_id in execution_ids:
+            execution = self.store.execution(execution_id)
+            if execution is None:
+                missing.append((execution_id, "QueryExecution was not found"))
+            elif not may_read(self.access, execution, "BatchGetQueryExecution"):
+                missing.append((execution_id, "not authorized to read this QueryExecution"))
+            else:
+                found.append(execution)
+        return found, missing
 
 
 class PreparedOperations:

@@ -44,8 +44,6 @@ from lakeward.query.metadata import (
     MAX_QUERY_LENGTH,
     MetadataOperations,
     PreparedOperations,
-    next_token_at,
-    offset_of,
     output_location_of,
 )
 from lakeward.query.model import (
@@ -56,7 +54,7 @@ from lakeward.query.model import (
     StatementType,
     WorkGroup,
 )
-from lakeward.query.owners import check_reader, listed_owner, may_read
+from lakeward.query.owners import check_reader
 from lakeward.query.planner import Planner, Run
 from lakeward.query.prepared import PreparedStatements, bound_statement
 from lakeward.query.presence import Presence, orphan_reason
@@ -76,6 +74,7 @@ MAX_QUEUED = 1000
 RECENT = 1024  # finished executions kept in memory for their last polls and pages
 INTERRUPT_AGAIN = 1.0
 """Seconds between interrupts of an execution asked to stop that has not yet ended."""
+POLL_WAITERS = 16  # polls waiting at once for their query's end; the next are answered at once
 _CAP_RECHECK_SECONDS = 0.1  # how often a query waiting for its workgroup's cap looks again
 
 
@@ -136,6 +135,7 @@ class QueryService(MetadataOperations, PreparedOperations):
         self._lock = threading.Lock()
         self._slots: dict[tuple[str, int], threading.Semaphore] = {}
         self._ended = threading.Condition()  # notified when an execution of this process ends
+        self._poll_waits = threading.Semaphore(POLL_WAITERS)
         self._closing = False  # set by close(): the executions it stops have not been cancelled
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
         spill = settings.data_dir / "query" / "spill"
@@ -499,7 +499,28 @@ class QueryService(MetadataOperations, PreparedOperations):
     def get_query_execution(self, execution_id: str) -> QueryExecution:
         execution = self._execution(execution_id)
         self._check_execution(execution, "GetQueryExecution")
+        if not execution.state.done and self._ended_here(execution_id):
+            return self._execution(execution_id)
         return execution
+
+    def _ended_here(self, execution_id: str) -> bool:
+        """Wait up to ``server.poll_wait_ms`` for an execution this process runs to end.
+
+        Clients poll on a timer (PyAthena every second by default): answered at the end,
+        a client learns of it at once, and a short query costs one poll, not many."""
+        if execution_id not in self._runs or not self._poll_waits.acquire(blocking=False):
+            return False  # another process runs it, or the HTTP threads are for other calls
+        deadline = time.monotonic() + self.settings.server.poll_wait_ms / 1000
+        try:
+            with self._ended:  # _execute notifies it after taking the run out of _runs
+                while execution_id in self._runs:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._ended.wait(remaining)
+            return True
+        finally:
+            self._poll_waits.release()
 
     def _execution(self, execution_id: str) -> QueryExecution:
         """From memory while this process runs it or once it finished here; else one read."""
@@ -570,29 +591,6 @@ class QueryService(MetadataOperations, PreparedOperations):
             run.interrupted = now
             run.engine.interrupt(execution_id)
         return True
-
-    def list_query_executions(
-        self, workgroup: str | None = None, next_token: str | None = None, max_results: int = 50
-    ) -> tuple[list[str], str | None]:
-        started_by = listed_owner(self.access, workgroup or DEFAULT_WORKGROUP)
-        offset = offset_of(next_token)
-        ids = self.store.execution_ids(workgroup, offset, max_results + 1, started_by=started_by)
-        more = len(ids) > max_results
-        return ids[:max_results], next_token_at(offset + max_results) if more else None
-
-    def batch_get_query_execution(
-        self, execution_ids: list[str]
-    ) -> tuple[list[QueryExecution], list[tuple[str, str]]]:
-        found, missing = [], []
-        for execution_id in execution_ids:
-            execution = self.store.execution(execution_id)
-            if execution is None:
-                missing.append((execution_id, "QueryExecution was not found"))
-            elif not may_read(self.access, execution, "BatchGetQueryExecution"):
-                missing.append((execution_id, "not authorized to read this QueryExecution"))
-            else:
-                found.append(execution)
-        return found, missing
 
 
 def _copy(execution: QueryExecution) -> QueryExecution:
