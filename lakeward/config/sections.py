@@ -205,19 +205,24 @@ class ServerSettings(_Section):
         description="HTTP worker processes behind the port (`lakeward serve`); "
         "None: one per CPU core",
     )
-    poll_wait_ms: int = Field(
-        default=1000,
+    poll_wait_ms: int | None = Field(
+        default=None,
         ge=0,
         le=20_000,
         description="A GetQueryExecution of a query running in the answering process waits "
         "up to this long for it to end, so a client polling on a timer learns of the end at "
-        "once; 0 answers at once, as Athena does",
+        "once; 0 answers at once, as Athena does; None: 1000",
     )
     standby: bool = Field(
         default=False,
         description="Keep a standby supervisor with its workers built, to take over at once "
         "when the serving one dies with its workers (the memory of as many workers again)",
     )
+
+    @property
+    def poll_wait_seconds(self) -> float:
+        # None is saved as nothing in the stack's state, which an older lakeward reads too.
+        return (1000 if self.poll_wait_ms is None else self.poll_wait_ms) / 1000
 
 
 class LogsSettings(_Section):

@@ -510,7 +510,7 @@ class QueryService(MetadataOperations, PreparedOperations):
         a client learns of it at once, and a short query costs one poll, not many."""
         if execution_id not in self._runs or not self._poll_waits.acquire(blocking=False):
             return False  # another process runs it, or the HTTP threads are for other calls
-        deadline = time.monotonic() + self.settings.server.poll_wait_ms / 1000
+        deadline = time.monotonic() + self.settings.server.poll_wait_seconds
         try:
             with self._ended:  # _execute notifies it after taking the run out of _runs
                 while execution_id in self._runs:
