@@ -9,6 +9,7 @@ waiting and come back later.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import threading
@@ -389,7 +390,9 @@ class QueryService(MetadataOperations, PreparedOperations):
             if result.update_count is not None:
                 execution.statistics.update_count = result.update_count
         except Exception as exc:  # the statement's error, or an engine's: the service goes on
-            if not isinstance(exc, LakewardError):
+            if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:  # the disk's, not ours
+                log.warning("query %s failed: %s", execution.id, exc)
+            elif not isinstance(exc, LakewardError):
                 log.exception("query %s failed", execution.id)
             self._finish(execution, *self._failure(run, exc))
             return
@@ -504,10 +507,8 @@ class QueryService(MetadataOperations, PreparedOperations):
         return execution
 
     def _ended_here(self, execution_id: str) -> bool:
-        """Wait up to ``server.poll_wait_ms`` for an execution this process runs to end.
-
-        Clients poll on a timer (PyAthena every second by default): answered at the end,
-        a client learns of it at once, and a short query costs one poll, not many."""
+        """Wait up to ``server.poll_wait_ms`` for an execution this process runs to end:
+        clients poll on a timer, and a short query costs them one poll, not many."""
         if execution_id not in self._runs or not self._poll_waits.acquire(blocking=False):
             return False  # another process runs it, or the HTTP threads are for other calls
         deadline = time.monotonic() + self.settings.server.poll_wait_seconds

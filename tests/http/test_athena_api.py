@@ -25,7 +25,7 @@ from botocore.credentials import Credentials as BotoCredentials
 from botocore.exceptions import ClientError
 from fastapi import FastAPI
 
-from lakeward.errors import InvalidRequest, ResourceNotFound, TooManyRequests
+from lakeward.errors import InvalidRequest, ResourceNotFound, TooManyRequests, Unavailable
 from lakeward.http.athena import CONTENT_TYPE, athena_router
 from lakeward.metastore.tables import Column, TableInfo
 from lakeward.query.model import (
@@ -94,6 +94,8 @@ class FakeSqlApi:
             raise InvalidRequest("line 1:8: mismatched input 'bad'")
         if query == "SELECT crash":
             raise RuntimeError("secret internal detail /etc/lakeward")
+        if query == "SELECT disk full":
+            raise Unavailable("the audit log could not record the call (disk full); try again")
         execution_id = f"q-{len(self.executions) + 1:04d}"
         self.executions[execution_id] = QueryExecution(
             id=execution_id,
@@ -463,6 +465,19 @@ def test_unexpected_failure_is_a_plain_500_logged_with_its_trace(
     assert response.headers["x-amzn-requestid"] in record.getMessage()
     with pytest.raises(athena(url).exceptions.InternalServerException):
         athena(url).start_query_execution(QueryString="SELECT crash")
+
+
+def test_a_passing_failure_is_a_500_naming_it_logged_without_a_trace(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    headers, body = signed(url, "StartQueryExecution", {"QueryString": "SELECT disk full"})
+    with caplog.at_level(logging.WARNING, logger="lakeward.http.athena"):
+        response = httpx.post(url + "/", headers=headers, content=body)
+    message = assert_athena_error(response, "InternalServerException", status=500)
+    assert message == "the audit log could not record the call (disk full); try again"
+    (record,) = [r for r in caplog.records if r.name == "lakeward.http.athena"]
+    assert record.levelno == logging.WARNING and not record.exc_info
+    assert message in record.getMessage()
 
 
 def test_requests_outside_the_model_are_invalid(url: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import time
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 from lakeward.config import load_settings
 from lakeward.query.model import QueryExecution, QueryState
 from lakeward.query.service import QueryService
+from tests.query.support import wait
 
 
 def test_a_poll_sees_succeeded_only_once_the_state_database_has_it(
@@ -38,5 +41,28 @@ def test_a_poll_sees_succeeded_only_once_the_state_database_has_it(
         # Result reuse and other processes read the database: a client told SUCCEEDED
         # must find it there.
         assert polled_when_saved == [QueryState.RUNNING]
+    finally:
+        service.close()
+
+
+def test_a_query_the_full_disk_fails_names_it_and_logs_no_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = load_settings(data_dir=tmp_path / "data", env={})
+    Path(settings.data_dir).mkdir(parents=True)
+    service = QueryService(settings)
+
+    def disk_full(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("lakeward.query.results.write_results", disk_full)
+    try:
+        with caplog.at_level(logging.WARNING, logger="lakeward.query.service"):
+            execution = wait(service, service.start_query_execution("SELECT 1 AS one"))
+        assert execution.state == QueryState.FAILED
+        assert "No space left on device" in (execution.state_change_reason or "")
+        (record,) = [r for r in caplog.records if r.name == "lakeward.query.service"]
+        assert record.levelno == logging.WARNING and not record.exc_info
+        assert execution.id in record.getMessage()
     finally:
         service.close()

@@ -34,6 +34,7 @@ from lakeward.errors import (
     ResourceNotFound,
     TableNotFound,
     TooManyRequests,
+    Unavailable,
 )
 from lakeward.glue import GlueService
 from lakeward.http.athena.operations import OPERATIONS
@@ -271,7 +272,10 @@ def _error_response(exc: Exception, target: str, request_id: str) -> Response:
             if isinstance(exc, InvalidRequest):
                 body["AthenaErrorCode"] = getattr(exc, "athena_error_code", "INVALID_INPUT")
             return _respond(400, body, request_id)
-    _log.error("Athena API %r failed (request %s)", target, request_id, exc_info=exc)
+    if isinstance(exc, Unavailable):  # passing (a full disk, a restart): the client retries
+        _log.warning("Athena API %r answered 500 (request %s): %s", target, request_id, exc)
+    else:
+        _log.error("Athena API %r failed (request %s)", target, request_id, exc_info=exc)
     # LakewardError messages are written for users; anything else may leak internals.
     message = exc.message if isinstance(exc, LakewardError) else "Internal server error"
     return _respond(500, {"__type": "InternalServerException", "Message": message}, request_id)
