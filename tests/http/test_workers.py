@@ -179,9 +179,8 @@ def test_a_workgroups_limits_hold_across_workers(server: Settings) -> None:
     # workgroup's one running query, which the first worker runs.
     second = other.start_query_execution(QueryString="SELECT 42", WorkGroup="one-at-a-time")
     assert worker_of(second) == other_pid
-    for _ in range(20):
+    for _ in range(3):  # each poll waits up to server.poll_wait_ms (1 s) for its end
         assert state_of(other, second["QueryExecutionId"])["State"] == "QUEUED"
-        time.sleep(0.05)
     # The principal has two queries in the workgroup (one in each worker): a third is
     # refused, whichever worker is asked.
     for client in (root, other):
