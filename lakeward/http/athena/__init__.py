@@ -203,28 +203,38 @@ def _handle(
     operation = target.removeprefix(_TARGET_PREFIX) if target.startswith(_TARGET_PREFIX) else ""
     # A replay of a call with a ClientRequestToken is the same call (its token's answer),
     # as a client retrying one whose answer was lost expects (botocore sets one).
-    mutating = operation.startswith(_MUTATING) and not _has_token(body)
+    data = _parsed(body)
+    token = isinstance(data, dict) and bool(data.get("ClientRequestToken"))
+    mutating = operation.startswith(_MUTATING) and not token
     principal = verify(
         "POST", path, query, headers, body, credentials, replay_guard=guard, mutating=mutating
     )
     try:
-        return _operate(api, operation, target, body, principal, request_id)
+        return _operate(api, operation, target, data, principal, request_id)
     except Exception:
         if mutating:  # it did nothing: a retry signed in the same second is no replay
             guard.forget(request_signature(headers))
         raise
 
 
-def _has_token(body: bytes) -> bool:
+def _parsed(body: bytes) -> JsonDict | InvalidRequest:
+    """The body's JSON object, or the refusal to raise once the signature is checked."""
     try:
-        document = json.loads(body or b"{}")
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return isinstance(document, dict) and bool(document.get("ClientRequestToken"))
+        data = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        return InvalidRequest(f"Could not parse request body into JSON: {exc}")
+    if not isinstance(data, dict):
+        return InvalidRequest("Could not parse request body into JSON: expected an object")
+    return data
 
 
 def _operate(
-    api: SqlApi, operation: str, target: str, body: bytes, principal: str, request_id: str
+    api: SqlApi,
+    operation: str,
+    target: str,
+    data: JsonDict | InvalidRequest,
+    principal: str,
+    request_id: str,
 ) -> JsonDict | bytes:
     # This call runs in its own copy of the context: what is set here is this request's.
     current_principal.set(principal)
@@ -233,12 +243,8 @@ def _operate(
     handler = OPERATIONS.get(operation)
     if handler is None:
         raise InvalidRequest(f"Unknown operation {target!r}: expected AmazonAthena.<Operation>")
-    try:
-        data = json.loads(body or b"{}")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"Could not parse request body into JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise InvalidRequest("Could not parse request body into JSON: expected an object")
+    if isinstance(data, InvalidRequest):
+        raise data
     shape = model().operation_model(operation).input_shape
     return handler(api, checked(shape, data, ""), principal)
 
