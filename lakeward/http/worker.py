@@ -55,11 +55,6 @@ def tag_responses(app: Asgi, pid: int) -> Asgi:
     connection in one turn of the event loop and ``OneSendTransport`` sends them in one
     write: a worker killed then sends neither, and the client retries, instead of a head
     with a Content-Length and no body, which botocore reads as an empty answer.
-
-    A request sent with ``Expect: 100-continue`` and answered before its body was asked
-    for (a refusal) is answered with ``Connection: close``: its client never sends that
-    body, so the connection cannot carry another request (uvicorn would read the next one
-    as this one's body and answer a bare 400).
     """
     value = str(pid).encode()
 
@@ -68,22 +63,11 @@ def tag_responses(app: Asgi, pid: int) -> Asgi:
             await app(scope, receive, send)
             return
         head: MutableMapping[str, Any] | None = None
-        unread = any(
-            k.lower() == b"expect" and v.lower() == b"100-continue"
-            for k, v in scope.get("headers", ())
-        )
-
-        async def receive_noted() -> MutableMapping[str, Any]:
-            nonlocal unread
-            unread = False  # uvicorn asks for the body with "100 Continue"
-            return await receive()
 
         async def send_tagged(message: MutableMapping[str, Any]) -> None:
             nonlocal head
             if message["type"] == "http.response.start":
-                extra = [(WORKER_HEADER.encode(), value)]
-                extra += [(b"connection", b"close")] if unread else []
-                message["headers"] = [*message.get("headers", []), *extra]
+                message["headers"] = [*message.get("headers", []), (WORKER_HEADER.encode(), value)]
                 head = message
                 return
             if head is not None:
@@ -91,9 +75,41 @@ def tag_responses(app: Asgi, pid: int) -> Asgi:
                 await send(held)
             await send(message)
 
-        await app(scope, receive_noted, send_tagged)
+        await app(scope, receive, send_tagged)
 
     return tagged
+
+
+def close_after_unread_body(app: Asgi) -> Asgi:
+    """The application, closing the connection of a request sent with ``Expect:
+    100-continue`` and answered before its body was asked for (a refusal).
+
+    Its client never sends that body, so the connection cannot carry another request:
+    uvicorn would read the next one as this one's body and answer a bare 400.
+    """
+
+    async def closing(scope: Scope, receive: Receive, send: Send) -> None:
+        unread = scope["type"] == "http" and any(
+            k.lower() == b"expect" and v.lower() == b"100-continue"
+            for k, v in scope.get("headers", ())
+        )
+        if not unread:
+            await app(scope, receive, send)
+            return
+
+        async def receive_noted() -> MutableMapping[str, Any]:
+            nonlocal unread
+            unread = False  # uvicorn asks for the body with "100 Continue"
+            return await receive()
+
+        async def send_closing(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start" and unread:
+                message["headers"] = [*message.get("headers", []), (b"connection", b"close")]
+            await send(message)
+
+        await app(scope, receive_noted, send_closing)
+
+    return closing
 
 
 class OneSendTransport:
@@ -195,7 +211,7 @@ def main() -> None:
         return  # the supervisor went away or stopped the spare
     server = uvicorn.Server(
         uvicorn.Config(
-            tag_responses(app, os.getpid()),
+            tag_responses(close_after_unread_body(app), os.getpid()),
             http=OneSendProtocol,
             log_level="warning",
             lifespan="on",

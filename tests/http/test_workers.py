@@ -32,7 +32,12 @@ from lakeward.erasure.realtime.status import read_status
 from lakeward.erasure.realtime.webhook import webhook_token
 from lakeward.http.keeper import MAX_DELAY, STEADY, next_start
 from lakeward.http.supervisor import WORKERS_FILE, Supervisor, read_workers
-from lakeward.http.worker import WORKER_HEADER, OneSendProtocol, tag_responses
+from lakeward.http.worker import (
+    WORKER_HEADER,
+    OneSendProtocol,
+    close_after_unread_body,
+    tag_responses,
+)
 from lakeward.process import free_port, is_running
 from lakeward.stack import Stack, write_state
 from tests.helpers import lakeward
@@ -654,8 +659,8 @@ def test_a_put_refused_before_its_body_was_read_leaves_the_connection_usable() -
 
     port = free_port("127.0.0.1", 19620)
     config = uvicorn.Config(
-        tag_responses(app, 42), host="127.0.0.1", port=port, http=OneSendProtocol,
-        lifespan="off", log_level="warning",
+        tag_responses(close_after_unread_body(app), 42), host="127.0.0.1", port=port,
+        http=OneSendProtocol, lifespan="off", log_level="warning",
     )  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
