@@ -1,7 +1,7 @@
 """Benchmark of the SQL service's server processes: 8 boto3 clients, workers=1 against N.
 
     .venv/bin/python bench/query_workers.py --data-dir DIR [--workers 1,2] [--clients 8]
-        [--duration 20] [--kill] [--json FILE]
+        [--duration 20] [--kill] [--poll-waits 0,1000] [--json FILE]
 
 On the running stack of ``--data-dir`` (``lakeward up``; its server is restarted for
 each worker count and left with the stack's own count at the end), for each count
@@ -16,6 +16,9 @@ in ``--workers``:
    as often as it can, with boto3's retries off;
 3. reports queries/s, errors, latency p50/p90, which workers answered, and the
    server's CPU per query (supervisor and workers, from /proc).
+
+With ``--poll-waits`` each count runs once per ``server.poll_wait_ms`` given (0: a
+poll answers at once, as Athena's; the default lets a poll wait for its query's end).
 
 With ``--kill`` the last count runs once more, and halfway through worker 1 is
 killed with -9: the run reports the errors the clients saw, the time until the
@@ -60,6 +63,7 @@ class ClientRun:
 @dataclass
 class Round:
     workers: int
+    poll_wait_ms: int | None
     queries: int
     seconds: float
     errors: int
@@ -123,7 +127,9 @@ def _client(args: tuple[dict[str, str], float, float]) -> dict[str, Any]:
     return asdict(run)
 
 
-def restart_server(data_dir: Path, workers: int | None) -> tuple[Any, int]:
+def restart_server(
+    data_dir: Path, workers: int | None, poll_wait_ms: int | None = None
+) -> tuple[Any, int]:
     """The stack's server, restarted with ``workers``; (settings, supervisor pid)."""
     from lakeward.config import load_settings
     from lakeward.http.supervisor import read_workers, worker_count
@@ -131,7 +137,11 @@ def restart_server(data_dir: Path, workers: int | None) -> tuple[Any, int]:
 
     settings = load_settings(data_dir=data_dir)
     settings = settings.model_copy(
-        update={"server": settings.server.model_copy(update={"workers": workers})}
+        update={
+            "server": settings.server.model_copy(
+                update={"workers": workers, "poll_wait_ms": poll_wait_ms}
+            )
+        }
     )
     stack = Stack(settings)
     stack.server_process.stop()
@@ -176,8 +186,15 @@ def kill_one(settings: Any, delay: float, into: dict[str, Any]) -> None:
             return
 
 
-def measure(data_dir: Path, workers: int, clients: int, duration: float, kill: bool) -> Round:
-    settings, supervisor = restart_server(data_dir, workers)
+def measure(
+    data_dir: Path,
+    workers: int,
+    poll_wait_ms: int | None,
+    clients: int,
+    duration: float,
+    kill: bool,
+) -> Round:
+    settings, supervisor = restart_server(data_dir, workers, poll_wait_ms)
     config = {
         "endpoint": f"http://{settings.server.host}:{settings.server.port}",
         "region": settings.api.region,
@@ -209,6 +226,7 @@ def measure(data_dir: Path, workers: int, clients: int, duration: float, kill: b
         say(f"    error: {error}")
     return Round(
         workers=workers,
+        poll_wait_ms=poll_wait_ms,
         queries=len(latencies),
         seconds=duration,
         errors=len(errors),
@@ -229,21 +247,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kill", action="store_true", help="also: the last count again, a worker killed halfway"
     )
+    parser.add_argument(
+        "--poll-waits", default="", help="server.poll_wait_ms values, comma-separated"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     from lakeward.config import load_settings
 
-    kept = load_settings(data_dir=args.data_dir).server.workers
+    kept = load_settings(data_dir=args.data_dir).server
     counts = [int(c) for c in args.workers.split(",")]
+    waits: list[int | None] = [int(w) for w in args.poll_waits.split(",") if w] or [None]
     rounds = []
-    plan = [(count, False) for count in counts] + ([(counts[-1], True)] if args.kill else [])
+    plan = [(count, wait, False) for count in counts for wait in waits]
+    plan += [(counts[-1], waits[-1], True)] if args.kill else []
     try:
-        for count, kill in plan:
+        for count, wait, kill in plan:
             say(
-                f"workers={count}: {args.clients} boto3 client processes, {args.duration:g} s"
-                + (", worker 1 killed with -9 halfway" if kill else "")
+                f"workers={count}, poll_wait_ms={wait}: {args.clients} boto3 client processes, "
+                f"{args.duration:g} s" + (", worker 1 killed with -9 halfway" if kill else "")
             )
-            result = measure(args.data_dir, count, args.clients, args.duration, kill)
+            result = measure(args.data_dir, count, wait, args.clients, args.duration, kill)
             say(
                 f"  {result.qps:.1f} queries/s, {result.errors} errors, p50 {result.p50_ms:.0f} ms,"
                 f" p90 {result.p90_ms:.0f} ms, server CPU {result.cpu_ms_per_query:.0f} ms per "
@@ -256,15 +279,16 @@ def main(argv: list[str] | None = None) -> int:
                 )
             rounds.append(result)
     finally:
-        restart_server(args.data_dir, kept)  # the stack as it was
+        restart_server(args.data_dir, kept.workers, kept.poll_wait_ms)  # the stack as it was
     base = rounds[0]
     say()
-    say("| workers | queries/s | ratio | errors | p50 ms | p90 ms | server CPU ms/query |")
-    say("|---:|---:|---:|---:|---:|---:|---:|")
+    say("| workers | poll_wait_ms | queries/s | ratio | errors | p50 ms | p90 ms | CPU ms/query |")
+    say("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rounds:
         label = f"{r.workers}{' (kill)' if r.killed else ''}"
+        wait = "default" if r.poll_wait_ms is None else str(r.poll_wait_ms)
         say(
-            f"| {label} | {r.qps:.1f} | {r.qps / base.qps:.2f}x | {r.errors} | "
+            f"| {label} | {wait} | {r.qps:.1f} | {r.qps / base.qps:.2f}x | {r.errors} | "
             f"{r.p50_ms:.0f} | {r.p90_ms:.0f} | {r.cpu_ms_per_query:.0f} |"
         )
     if args.json:
