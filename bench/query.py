@@ -775,18 +775,17 @@ def instrument(phases: Phases) -> None:
     from lakeward.access.control import AccessControl
     from lakeward.http import athena
     from lakeward.http.athena import shapes
-    from lakeward.query import pages, results, service
+    from lakeward.query import pages, planner, results, service
     from lakeward.query.engines import duckdb as engine
-    from lakeward.query.engines import pool
+    from lakeward.query.engines.duckdb import pool
     from lakeward.query.store import Store
     from lakeward.storage import base, local
 
     wraps: list[tuple[Any, str, str]] = [
         (service.QueryService, "_execute", "worker thread: the query's execution"),
-        (service.QueryService, "_resolve", "metastore lookup (catalog connector, cached 30 s)"),
-        (service, "_size_of", "table size (list its files, for the bytes cutoff)"),
+        (planner.Planner, "plan", "plan: the tables (metastore, cached), SQL for the engine"),
         (service, "parse_statement", "parse and check the SQL (sqlglot)"),
-        (service, "to_engine_sql", "translate to DuckDB SQL (sqlglot)"),
+        (service, "check_translatable", "check the engine can run it (kept per text)"),
         (AccessControl, "authorize", "authorize (decide, then append to the audit log)"),
         (AccessControl, "secret_for", "look up the access key's secret"),
         (AccessControl, "decide", "policy decision"),
@@ -799,16 +798,14 @@ def instrument(phases: Phases) -> None:
         (engine.DuckDbEngine, "execute", "DuckDB engine.execute (until the first batch)"),
         (engine.DuckDbEngine, "_open", "new DuckDB connection"),
         (engine.DuckDbEngine, "_source", "list the table's files"),
-        (engine, "_lock_down", "lock the connection down (4 SETs)"),
+        (pool, "lock_down", "lock the connection down (SETs)"),
         (engine, "_checked_statement", "check the statement (extract_statements)"),
         (engine.DuckDbEngine, "_create_view", "create the view (DESCRIBE of read_parquet)"),
-        (engine, "_bytes_scanned", "bytes scanned (EXPLAIN FORMAT json, partitions)"),
+        (engine, "bytes_scanned", "bytes scanned (EXPLAIN FORMAT json, partitions)"),
         (engine, "_next_batch", "DuckDB: run and fetch Arrow batches"),
         (engine.DuckDbEngine, "_close", "close the connection, remove its spill dir"),
         (results, "write_results", "write the result to the lake (CSV + metadata)"),
-        (results, "_texts", "values to text (Arrow compute)"),
         (results, "_csv_lines", "CSV lines (Arrow compute)"),
-        (results, "_estimate", "size estimate of the cached rows"),
         (results, "column_texts", "values to text (Arrow compute)"),
         (pages, "row_fragments", "rows as GetQueryResults JSON (Arrow compute)"),
         (pool.ConnectionPool, "take", "a pooled DuckDB connection, or a new one"),
@@ -822,8 +819,7 @@ def instrument(phases: Phases) -> None:
         (athena.OPERATIONS, "StartQueryExecution", "handler StartQueryExecution"),
         (athena.OPERATIONS, "GetQueryExecution", "handler GetQueryExecution"),
         (athena.OPERATIONS, "GetQueryResults", "handler GetQueryResults"),
-        (athena, "_query_execution", "QueryExecution to Athena's shape"),
-        (athena, "_result_set", "ResultSet to Athena's shape (dicts)"),
+        (shapes, "query_execution", "QueryExecution to Athena's shape"),
         (athena, "_respond", "JSON-encode the response"),
     ]
     for owner, name, label in wraps:
