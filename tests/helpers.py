@@ -136,3 +136,21 @@ def s3_client(url: str, key_id: str, secret: str, **config: Any) -> Any:
         region_name="us-east-1",
         config=Config(retries={"max_attempts": 1}, **config),
     )
+
+
+def bi_api(stack: Settings, user: str, csrf: bool = True) -> Any:
+    """An httpx client of the stack's BI API signed in as ``user`` (a session issued under
+    the stack's key, as sign-in would); the caller closes it."""
+    import httpx
+
+    from lakeward.access.keys import derive_key, load_master_key
+    from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, Sessions
+
+    sessions = Sessions(derive_key(load_master_key(stack.data_dir), "sessions"))
+    token, session = sessions.issue(user)
+    return httpx.Client(
+        base_url=f"http://{stack.server.host}:{stack.server.port}/api/bi",
+        cookies={SESSION_COOKIE: token},
+        headers={CSRF_HEADER: session.csrf} if csrf else {},
+        timeout=120,
+    )

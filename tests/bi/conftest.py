@@ -12,11 +12,10 @@ import httpx
 import pytest
 
 from lakeward.access.control import AccessControl
-from lakeward.access.keys import derive_key, load_master_key
-from lakeward.access.sessions import CSRF_HEADER, SESSION_COOKIE, Sessions
 from lakeward.bi.service import BiService
 from lakeward.config import Settings
 from lakeward.query.service import QueryService
+from tests.helpers import bi_api
 
 
 @pytest.fixture(scope="module")
@@ -34,18 +33,10 @@ def bi(stack: Settings) -> Iterator[BiService]:
 def api(stack: Settings) -> Iterator[Callable[..., httpx.Client]]:
     """Clients of the running server signed in as a user (a session issued under the
     stack's key, as sign-in would: these tests are about the BI API, not passwords)."""
-    sessions = Sessions(derive_key(load_master_key(stack.data_dir), "sessions"))
     clients: list[httpx.Client] = []
 
     def client(user: str, csrf: bool = True) -> httpx.Client:
-        token, session = sessions.issue(user)
-        headers = {CSRF_HEADER: session.csrf} if csrf else {}
-        made = httpx.Client(
-            base_url=f"http://{stack.server.host}:{stack.server.port}/api/bi",
-            cookies={SESSION_COOKIE: token},
-            headers=headers,
-            timeout=120,
-        )
+        made: httpx.Client = bi_api(stack, user, csrf)
         clients.append(made)
         return made
 

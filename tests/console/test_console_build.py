@@ -27,7 +27,7 @@ from tests.console.console_helpers import (
     sign_in,
     write_sql,
 )
-from tests.helpers import lakeward
+from tests.helpers import bi_api, lakeward
 
 pytestmark = pytest.mark.spark
 
@@ -148,28 +148,32 @@ def test_a_dataset_and_a_visual_built_from_scratch(
     page.wait_for_url(f"**/console/dashboards/{analysis_id}?done=*")
     page.wait_for_selector("body[data-charts=ready]", timeout=60_000)
 
-    # Shared with the salesperson, the dashboard opens for them, but without its data:
-    # they may not use the catalog it reads, and sharing does not widen that.
-    page.click("summary:text('Sharing')")
-    page.fill("input[name=principal]", "user/sales_user")
-    page.click("form.inline button:text('Share')")
-    assert "sharing of" in page.locator(".flash.done").inner_text()
-    # ...which the one sharing is told at once, not left to find out.
-    warning = page.locator(".flash.warning").inner_text()
-    assert "sales_user may not use the catalog demo_hive_metastore" in warning, warning
-    other = browser.new_context()
     try:
-        sales = other.new_page()
-        sales.route("**/*", offline.route)
-        sign_in(sales, base, "sales_user", password_of(stack, "SalesUserCreds"))
-        sales.goto(f"{base}/console/dashboards/{analysis_id}")
-        sales.wait_for_selector("body[data-charts=failed]", timeout=60_000)
-        notes = sales.locator(".visual .visual-note").all_inner_texts()
-        assert len(notes) == 2 and all("may not use" in n for n in notes), notes
-        assert sales.evaluate("document.querySelector('.visual .chart').data") is None
-        assert "35587" not in sales.content() and "35,587" not in sales.content()
-    finally:
-        other.close()
+        # Shared with the salesperson, the dashboard opens for them, but without its data:
+        # they may not use the catalog it reads, and sharing does not widen that.
+        page.click("summary:text('Sharing')")
+        page.fill("input[name=principal]", "user/sales_user")
+        page.click("form.inline button:text('Share')")
+        assert "sharing of" in page.locator(".flash.done").inner_text()
+        # ...which the one sharing is told at once, not left to find out.
+        warning = page.locator(".flash.warning").inner_text()
+        assert "sales_user may not use the catalog demo_hive_metastore" in warning, warning
+        other = browser.new_context()
+        try:
+            sales = other.new_page()
+            sales.route("**/*", offline.route)
+            sign_in(sales, base, "sales_user", password_of(stack, "SalesUserCreds"))
+            sales.goto(f"{base}/console/dashboards/{analysis_id}")
+            sales.wait_for_selector("body[data-charts=failed]", timeout=60_000)
+            notes = sales.locator(".visual .visual-note").all_inner_texts()
+            assert len(notes) == 2 and all("may not use" in n for n in notes), notes
+            assert sales.evaluate("document.querySelector('.visual .chart').data") is None
+            assert "35587" not in sales.content() and "35,587" not in sales.content()
+        finally:
+            other.close()
+    finally:  # the session's stack is the next tests' too: the salesperson sees nothing
+        with bi_api(stack, "de_user") as de:
+            de.delete(f"/dashboards/{analysis_id}").raise_for_status()
 
 
 def test_a_dataset_made_with_the_pickers(de_page: Any, stack: Settings, tmp_path: Path) -> None:
