@@ -85,7 +85,11 @@ def create_app(
                 metastore_ok = client.ping()
         return {"status": "ok", "version": __version__, "metastore": metastore_ok}
 
-    # Athena's protocol posts every operation to "/": the router must stay at the root.
+    # Athena's protocol posts every operation to "/": the router must stay at the root. It
+    # comes first: routes are matched in order, and its calls are the most frequent.
+    versions = TableVersions(service.store.engine)
+    glue = GlueService(service.catalogs, access, DEFAULT_CATALOG, versions)
+    app.include_router(athena_router(service, access, glue))
     sessions = load_sessions(access)
     app.include_router(auth_router(access, sessions))
     install_console(app, access, service, sessions)
@@ -106,9 +110,6 @@ def create_app(
     app.router.add_event_handler("shutdown", erasure_flow.close)
     app.include_router(erasure_requests_router(erasure_flow, access, sessions))
     app.include_router(events_router(access, relay))
-    versions = TableVersions(service.store.engine)
-    glue = GlueService(service.catalogs, access, DEFAULT_CATALOG, versions)
-    app.include_router(athena_router(service, access, glue))
     # S3's API at the same address: requests signed for the service s3 go there.
     app.add_middleware(S3Dispatch, s3=S3Endpoint(settings, access))
     return app
