@@ -248,9 +248,26 @@ def test_a_pooled_connection_keeps_nothing_of_the_previous_query(
             run(engine, f"SELECT * FROM read_parquet('{lake}/other/secret.parquet')", plain)
     # A connection left with anything on it is closed, never handed out again.
     dirty = engine.pool.take([str(lake / "plain")], Limits())
-    dirty.con.execute("CREATE TEMP TABLE leak AS SELECT 1")
+    leak = "CREATE TEMP TABLE leak AS SELECT 1"
+    dirty.ran(leak)  # as the engine notes every statement it runs
+    dirty.con.execute(leak)
     engine.pool.give(dirty)
     assert engine.pool.take([str(lake / "plain")], Limits()) is not dirty
+
+
+@pytest.mark.parametrize("catalog", ["memory", "Memory"])
+def test_a_catalog_named_as_a_built_in_database_leaves_no_view_behind(
+    engine: DuckDbEngine, lake: Path, catalog: str
+) -> None:
+    # Its views go into a database that is never detached: the pool must find them.
+    inside = ResolvedTable(TableRef(catalog, "db", "plain"), f"file:{lake}/plain", COLUMNS, [])
+    quoted = f'"{catalog}"."db"."plain"'
+    assert rows(run(engine, f"SELECT count(*) FROM {quoted}", inside)) == [(3,)]
+    alias = table("alias", f"file:{lake}/plain")  # the same files: the same key in the pool
+    with pytest.raises(QueryFailed, match="plain"):
+        rows(run(engine, f"SELECT count(*) FROM {quoted}", alias))
+    views = "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+    assert rows(run(engine, views, alias)) == [("alias",)]
 
 
 def test_interrupt_stops_a_long_query(engine: DuckDbEngine) -> None:

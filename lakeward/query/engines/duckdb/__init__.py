@@ -399,6 +399,7 @@ class DuckDbEngine(Engine):
 
     def _create_view(self, run: _Connected, source: Source, hidden: bool = False) -> None:
         ref, con = source.table.ref, run.con
+        run.connection.attaching(ref.catalog)
         try:
             con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {quote(ref.catalog)}")
             con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(ref.catalog)}.{quote(ref.database)}")

@@ -11,8 +11,12 @@ normally, and only once it is clean again: the catalogs its views were created
 in detached, the datasets it read unregistered, and nothing left behind that a
 query could see (no view, table, macro, sequence, prepared statement or
 variable beyond the built-in ones and the macros every connection is given
-when it opens, unchanged: the functions are listed again only after a statement
-that was not a SELECT). Anything else closes it.
+when it opens, unchanged). Anything else closes it. The catalog is listed for
+leftovers only after a statement that was not a SELECT, as DuckDB's own parser
+tells each statement's type (a SELECT makes no view, table, macro, sequence,
+prepared statement or variable and attaches no database), or after views were
+made in a built-in database, which no DETACH removes: listing them all costs
+more CPU (2-3 ms, then 10-30 ms for the functions) than a small query.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from lakeward.query.translate.duckdb import FUNCTIONS, MACROS
 
 PER_KEY = 8  # as many as the executions that run at once over the same tables
 TOTAL = 32
-_BUILT_IN_DATABASES = ("memory", "system", "temp")
+BUILT_IN_DATABASES = ("memory", "system", "temp")
 _LEFTOVERS = """
     SELECT (SELECT count(*) FROM duckdb_views() WHERE NOT internal)
          + (SELECT count(*) FROM duckdb_tables())
@@ -68,10 +72,11 @@ class Connection:
     spill: Path
     registered: list[str] = field(default_factory=list)  # names of registered datasets
     functions: list[tuple[Any, ...]] = field(default_factory=list)  # as it opened
-    # Whether every statement it ran since it was clean, besides lakeward's own set-up
-    # (views over the tables read), was a SELECT, as DuckDB's parser tells: a SELECT makes
-    # and drops no function, so the list of functions (10-30 ms) need not be read again.
-    only_selects: bool = True
+    # Whether something since it was clean may outlive the DETACH of the catalogs it
+    # attached: a statement other than a SELECT (DuckDB's parser tells each one's type; a
+    # SELECT makes and drops nothing), or lakeward's views in a built-in database (a
+    # catalog named "memory"). Only then is its catalog listed for leftovers.
+    unsettled: bool = False
 
     def ran(self, sql: str) -> None:
         """Note a statement that is about to run on it and is not lakeward's own set-up."""
@@ -80,7 +85,12 @@ class Connection:
         except duckdb.Error:
             kinds = []
         if not kinds or any(kind != duckdb.StatementType.SELECT for kind in kinds):
-            self.only_selects = False
+            self.unsettled = True
+
+    def attaching(self, catalog: str) -> None:
+        """Note a catalog that lakeward's set-up is about to make views in."""
+        if catalog.lower() in BUILT_IN_DATABASES:  # not detached: its views would stay
+            self.unsettled = True
 
 
 class ConnectionPool:
@@ -217,16 +227,15 @@ def _clean(connection: Connection) -> bool:
             "SELECT database_name FROM duckdb_databases() WHERE NOT internal"
         ).fetchall()
         for (name,) in attached:
-            if name not in _BUILT_IN_DATABASES:
+            if name not in BUILT_IN_DATABASES:
                 con.execute(f'DETACH "{name.replace(chr(34), chr(34) * 2)}"')
+        if not connection.unsettled:
+            return True
         # fetchall, not fetchone: a result read part-way stays open on the connection.
         ((left,),) = con.execute(_LEFTOVERS).fetchall()
-        if left != 0:
+        if left != 0 or con.execute(_OWN_FUNCTIONS).fetchall() != connection.functions:
             return False
-        if not connection.only_selects:
-            if con.execute(_OWN_FUNCTIONS).fetchall() != connection.functions:
-                return False
-            connection.only_selects = True
+        connection.unsettled = False
         return True
     except duckdb.Error:
         return False
