@@ -63,7 +63,7 @@ from lakeward.query.engines.duckdb.hidden import (
 from lakeward.query.engines.duckdb.iceberg import iceberg_source
 from lakeward.query.engines.duckdb.listing import hive_layout, list_files, projected_files
 from lakeward.query.engines.duckdb.overloads import beneath_overloads
-from lakeward.query.engines.duckdb.pool import Connection, ConnectionPool, close
+from lakeward.query.engines.duckdb.pool import Connection, ConnectionPool, close, statement_kinds
 from lakeward.query.engines.duckdb.readers import (
     ParsedFiles,
     read_text,
@@ -546,10 +546,12 @@ def _partition_expression(
 
 def _checked_statement(con: duckdb.DuckDBPyConnection, sql: str) -> bool | None:
     """None for a SELECT; for an EXPLAIN of a SELECT, whether it is EXPLAIN ANALYZE."""
-    statements = con.extract_statements(sql)
-    if len(statements) != 1:
+    kinds = statement_kinds(con, sql)
+    if not kinds:  # DuckDB's own error, with its position
+        con.extract_statements(sql)
+    if len(kinds) != 1:
         raise QueryFailed("the DuckDB engine runs exactly one statement per query")
-    kind = statements[0].type
+    (kind,) = kinds
     if kind == duckdb.StatementType.SELECT:
         return None
     match = _EXPLAIN.match(sql)

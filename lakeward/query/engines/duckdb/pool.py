@@ -80,10 +80,7 @@ class Connection:
 
     def ran(self, sql: str) -> None:
         """Note a statement that is about to run on it and is not lakeward's own set-up."""
-        try:
-            kinds = [statement.type for statement in self.con.extract_statements(sql)]
-        except duckdb.Error:
-            kinds = []
+        kinds = statement_kinds(self.con, sql)
         if not kinds or any(kind != duckdb.StatementType.SELECT for kind in kinds):
             self.unsettled = True
 
@@ -91,6 +88,29 @@ class Connection:
         """Note a catalog that lakeward's set-up is about to make views in."""
         if catalog.lower() in BUILT_IN_DATABASES:  # not detached: its views would stay
             self.unsettled = True
+
+
+def statement_kinds(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[Any, ...]:
+    """The type of each statement in ``sql``, as DuckDB's parser tells (kept per text);
+    none if it does not parse."""
+    with _kinds_lock:
+        kinds = _kinds.get(sql)
+    if kinds is None:
+        try:
+            kinds = tuple(statement.type for statement in con.extract_statements(sql))
+        except duckdb.Error:
+            kinds = ()
+        with _kinds_lock:
+            _kinds[sql] = kinds
+            while len(_kinds) > _KINDS_KEPT:
+                _kinds.popitem(last=False)
+    return kinds
+
+
+# Dashboards and tools send the same texts again and again: each is parsed once.
+_KINDS_KEPT = 1024
+_kinds: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+_kinds_lock = threading.Lock()
 
 
 class ConnectionPool:
