@@ -29,6 +29,8 @@ threads that append at the same time share one transaction (group commit). On
 SQLite and PostgreSQL the commit does not wait for the disk (WAL with
 synchronous=NORMAL; synchronous_commit=off): a record survives lakeward dying,
 though the last moments before a power cut or a database crash may be lost.
+On SQLite an append is the driver's own INSERT on a pooled connection
+(``_SqliteAppender``): SQLAlchemy's per-statement work was most of its CPU.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ import gzip
 import hashlib
 import json
 import os
+import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -58,7 +61,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from lakeward.errors import InvalidRequest, StorageError, Unavailable
 from lakeward.sqlstate import as_utc, migrate, open_engine, writer
@@ -259,6 +262,7 @@ class AuditLog:
         # The newest (id, hash), cached: a stale one shows itself as a clash of
         # primary keys, so no lock or read is needed before each append.
         self._head: tuple[int, str] | None = None
+        self._appender = _SqliteAppender(self.engine) if dialect == "sqlite" else None
         self.archive = archive
 
     def close(self) -> None:
@@ -485,8 +489,11 @@ class AuditLog:
                 prev = _chain_hash(prev, record)
                 rows.append({**_columns(record), "hash": prev})
             try:
-                with self._writer.begin() as conn:
-                    conn.execute(insert(audit_log), rows)
+                if self._appender is not None:
+                    self._appender.insert(rows)
+                else:
+                    with self._writer.begin() as conn:
+                        conn.execute(insert(audit_log), rows)
             except IntegrityError:
                 # Another process appended since we last looked: our first id is
                 # taken (ids have no gaps). Chain onto its rows instead.
@@ -508,6 +515,42 @@ class AuditLog:
         with self.engine.connect() as conn:
             head = conn.execute(newest.limit(1)).first()
         return (head[0], head[1]) if head else (0, GENESIS)
+
+
+class _SqliteAppender:
+    """Rows into ``audit_log`` through the driver's own connection (the engine's pragmas
+    applied), the values stored as SQLAlchemy stores them."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        compiled = insert(audit_log).compile(dialect=engine.dialect)
+        self._sql = str(compiled)
+        self._names = list(compiled.positiontup or ())
+        time_type = audit_log.c.time.type.dialect_impl(engine.dialect)
+        processor = time_type.bind_processor(engine.dialect)
+        self._time: Callable[[Any], Any] = processor or (lambda value: value)
+
+    def insert(self, rows: list[dict[str, Any]]) -> None:
+        """Insert ``rows`` in one transaction; SQLAlchemy's errors, as the engine raises them."""
+        values = [
+            tuple(self._time(row[n]) if n == "time" else row[n] for n in self._names)
+            for row in rows
+        ]
+        connection = self._engine.raw_connection()  # from the engine's pool
+        con: sqlite3.Connection = connection.driver_connection  # type: ignore[assignment]
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                con.executemany(self._sql, values)
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(self._sql, None, exc, sqlite3.Error) from exc
+        finally:
+            connection.close()
 
 
 def _rows_in_order(conn: Connection, page: int = 5000, after: int = 0) -> Iterator[Any]:
