@@ -29,6 +29,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     delete,
     insert,
     inspect,
@@ -137,6 +138,16 @@ writes = Table(
 
 _UNFINISHED = (QueryState.QUEUED.value, QueryState.RUNNING.value)
 
+# The statements of every query's path, built once: SQLAlchemy then finds their compiled
+# form by a key it keeps with them, instead of building and keying each one anew.
+_BY_ID = select(executions).where(executions.c.id == bindparam("by_id"))
+_BY_TOKEN = select(executions).where(executions.c.client_request_token == bindparam("by_token"))
+_INSERT = insert(executions)
+# An end state is never overwritten (the columns to set are the parameters' keys).
+SAVE_UNFINISHED = update(executions).where(
+    executions.c.id == bindparam("saved_id"), executions.c.state.in_(_UNFINISHED)
+)
+
 named_queries = Table(
     "named_queries",
     metadata,
@@ -226,11 +237,7 @@ class Store:
         """
         row = execution_row(execution)
         with self._writer.begin() as conn:
-            conn.execute(
-                update(executions)
-                .where(executions.c.id == execution.id, executions.c.state.in_(_UNFINISHED))
-                .values(**row)
-            )
+            conn.execute(SAVE_UNFINISHED, {**row, "saved_id": execution.id})
 
     def save_with_write(self, execution: QueryExecution) -> bool:
         """Record a finished execution and forget its committed write, in one transaction.
@@ -254,13 +261,12 @@ class Store:
 
     def execution(self, execution_id: str) -> QueryExecution | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(executions).where(executions.c.id == execution_id)).first()
+            row = conn.execute(_BY_ID, {"by_id": execution_id}).first()
         return _execution(row._mapping) if row else None
 
     def execution_by_token(self, token: str) -> QueryExecution | None:
-        query = select(executions).where(executions.c.client_request_token == token)
         with self.engine.connect() as conn:
-            row = conn.execute(query).first()
+            row = conn.execute(_BY_TOKEN, {"by_token": token}).first()
         return _execution(row._mapping) if row else None
 
     def execution_ids(
@@ -485,7 +491,7 @@ class Store:
 
 
 def insert_execution(conn: Connection, execution: QueryExecution, owner: str | None) -> None:
-    conn.execute(insert(executions).values(**execution_row(execution), owner=owner))
+    conn.execute(_INSERT, {**execution_row(execution), "owner": owner})
 
 
 def execution_row(execution: QueryExecution) -> dict[str, Any]:

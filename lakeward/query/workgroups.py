@@ -33,6 +33,7 @@ from sqlalchemy import (
     String,
     Table,
     and_,
+    bindparam,
     delete,
     func,
     insert,
@@ -68,6 +69,40 @@ admissions = Table(
     Column("workgroup", String(128), nullable=False, index=True),
     Column("principal", String(256), nullable=False),
     Column("admitted", DateTime(timezone=True), nullable=False),
+)
+
+
+# The admission's statements, built once (see store.py).
+_joined = admissions.outerjoin(executions, executions.c.id == admissions.c.execution_id)
+_counting = or_(
+    executions.c.state.in_(_UNFINISHED),
+    and_(executions.c.id.is_(None), admissions.c.admitted > bindparam("unrecorded_since")),
+)
+_ACTIVE = select(func.count()).select_from(_joined).where(_counting)
+_ACTIVE_IN_GROUP = _ACTIVE.where(admissions.c.workgroup == bindparam("group"))
+_ACTIVE_OF_PRINCIPAL = _ACTIVE_IN_GROUP.where(admissions.c.principal == bindparam("principal"))
+_ADMIT = insert(admissions)
+_ENDED = (
+    select(executions.c.id)
+    .where(executions.c.id == admissions.c.execution_id)
+    .where(executions.c.state.not_in(_UNFINISHED))
+    .exists()
+)
+_RECORDED = select(executions.c.id).where(executions.c.id == admissions.c.execution_id).exists()
+# The admissions that no longer count: the table holds the live ones only.
+_FORGET_FINISHED = delete(admissions).where(
+    _ENDED | (~_RECORDED & (admissions.c.admitted <= bindparam("unrecorded_since")))
+)
+_RUNNING_IN_GROUP = (
+    select(func.count())
+    .select_from(executions)
+    .where(
+        executions.c.workgroup == bindparam("group"),
+        executions.c.state == QueryState.RUNNING.value,
+    )
+)
+_START_RUNNING = update(executions).where(  # the columns to set are the parameters' keys
+    executions.c.id == bindparam("started_id"), executions.c.state == QueryState.QUEUED.value
 )
 
 
@@ -211,14 +246,9 @@ class WorkGroups:
                 # SQLite's writer holds the database's write lock already.
                 row = select(workgroups.c.name).where(workgroups.c.name == group.name)
                 conn.execute(row.with_for_update())
-            _forget_finished(conn, now)
-            joined = admissions.outerjoin(executions, executions.c.id == admissions.c.execution_id)
-            counting = or_(
-                executions.c.state.in_(_UNFINISHED),
-                and_(executions.c.id.is_(None), admissions.c.admitted > now - UNRECORDED_GRACE),
-            )
-            active = select(func.count()).select_from(joined).where(counting)
-            in_group = conn.execute(active.where(admissions.c.workgroup == group.name)).scalar_one()
+            since = {"unrecorded_since": now - UNRECORDED_GRACE}
+            conn.execute(_FORGET_FINISHED, since)
+            in_group = conn.execute(_ACTIVE_IN_GROUP, {**since, "group": group.name}).scalar_one()
             cap = group.max_concurrent + group.max_queued
             if in_group >= cap:
                 raise TooManyRequests(
@@ -227,9 +257,7 @@ class WorkGroups:
                 )
             if group.max_per_principal is not None:
                 mine = conn.execute(
-                    active.where(
-                        admissions.c.workgroup == group.name, admissions.c.principal == principal
-                    )
+                    _ACTIVE_OF_PRINCIPAL, {**since, "group": group.name, "principal": principal}
                 ).scalar_one()
                 if mine >= group.max_per_principal:
                     raise TooManyRequests(
@@ -238,12 +266,13 @@ class WorkGroups:
                         "retry when one has finished"
                     )
             conn.execute(
-                insert(admissions).values(
-                    execution_id=execution_id,
-                    workgroup=group.name,
-                    principal=principal,
-                    admitted=now,
-                )
+                _ADMIT,
+                {
+                    "execution_id": execution_id,
+                    "workgroup": group.name,
+                    "principal": principal,
+                    "admitted": now,
+                },
             )
             if record is not None:
                 record(conn)
@@ -259,46 +288,20 @@ class WorkGroups:
         execution no longer QUEUED (stopped meanwhile) is left as it is.
         ``values``: the rest of its record as it starts, saved in the same commit.
         """
-        running = (
-            select(func.count())
-            .select_from(executions)
-            .where(
-                executions.c.workgroup == group.name,
-                executions.c.state == QueryState.RUNNING.value,
-            )
-        )
+        in_group = {"group": group.name}
         # A read first: a full workgroup's waiters do not queue on the write lock.
         with self.store.engine.connect() as conn:
-            if conn.execute(running).scalar_one() >= group.max_concurrent:
+            if conn.execute(_RUNNING_IN_GROUP, in_group).scalar_one() >= group.max_concurrent:
                 return False
         with self._writer.begin() as conn:
             if conn.dialect.name == "postgresql":
                 row = select(workgroups.c.name).where(workgroups.c.name == group.name)
                 conn.execute(row.with_for_update())
-            if conn.execute(running).scalar_one() >= group.max_concurrent:
+            if conn.execute(_RUNNING_IN_GROUP, in_group).scalar_one() >= group.max_concurrent:
                 return False
-            conn.execute(
-                update(executions)
-                .where(
-                    executions.c.id == execution_id,
-                    executions.c.state == QueryState.QUEUED.value,
-                )
-                .values({**(values or {}), "state": QueryState.RUNNING.value})
-            )
+            started = {**(values or {}), "state": QueryState.RUNNING.value}
+            conn.execute(_START_RUNNING, {**started, "started_id": execution_id})
         return True
-
-
-def _forget_finished(conn: Connection, now: datetime) -> None:
-    """Drop the admissions that no longer count: the table holds the live ones only."""
-    ended = (
-        select(executions.c.id)
-        .where(executions.c.id == admissions.c.execution_id)
-        .where(executions.c.state.not_in(_UNFINISHED))
-        .exists()
-    )
-    recorded = select(executions.c.id).where(executions.c.id == admissions.c.execution_id)
-    lost = ~recorded.exists() & (admissions.c.admitted <= now - UNRECORDED_GRACE)
-    conn.execute(delete(admissions).where(ended | lost))
 
 
 def _add_limits_v1(conn: Connection) -> None:
