@@ -14,6 +14,8 @@ which parser reads a statement never depends on the order modules were imported 
 from __future__ import annotations
 
 import difflib
+import threading
+from collections import OrderedDict
 from collections.abc import Collection
 
 from sqlglot.tokenizer_core import TokenType
@@ -87,6 +89,14 @@ STATEMENTS = (
 )
 
 
+# Queries parsed lately, by text and names: dashboards and tools send the same ones again
+# and again. A query's tree is shared: whoever changes one changes a copy (the planner,
+# the translation and the views all copy before they rewrite).
+_QUERIES_KEPT = 512
+_queries: OrderedDict[tuple[str, Names], Statement] = OrderedDict()
+_queries_lock = threading.Lock()
+
+
 def parse_statement(
     sql: str, *, default_catalog: str, default_database: str, catalogs: Collection[str]
 ) -> Statement | Command:
@@ -94,6 +104,22 @@ def parse_statement(
     names = Names(
         default_catalog.lower(), default_database.lower(), frozenset(c.lower() for c in catalogs)
     )
+    with _queries_lock:
+        known = _queries.get((sql, names))
+    if known is not None:
+        return known
+    statement = _parse_statement(sql, names, default_catalog, default_database, catalogs)
+    if isinstance(statement, Statement):  # a command is mutable, and rarely sent twice
+        with _queries_lock:
+            _queries[(sql, names)] = statement
+            while len(_queries) > _QUERIES_KEPT:
+                _queries.popitem(last=False)
+    return statement
+
+
+def _parse_statement(
+    sql: str, names: Names, default_catalog: str, default_database: str, catalogs: Collection[str]
+) -> Statement | Command:
     cursor = Cursor(one_statement(sql), sql)
     refuse_ambiguous_formats(
         [t.text for t in cursor.tokens if t.token_type == TokenType.VAR],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, UnsupportedError
@@ -32,7 +33,50 @@ def to_engine_sql(
     target = statement.target
     if target._ast is None:
         raise InvalidRequest(f"{statement.kind} is answered from the metastore, not by an engine")
-    tree = target._ast.copy()
+    refs = {_ref(table) for table in target._ast.find_all(exp.Table) if table.args.get("catalog")}
+    # The same tree (a query parsed lately, statements/__init__.py) with the same tables
+    # read the same way: the same translation.
+    key = (
+        id(target._ast),
+        dialect,
+        frozenset((ref, table_name(ref)) for ref in refs),
+        frozenset(
+            (ref, tuple((c.name, c.type) for c in cols)) for ref, cols in (columns or {}).items()
+        ),
+        frozenset((snapshots or {}).items()),
+    )
+    with _translated_lock:
+        known = _translated.get(key)
+    if known is not None and known[0] is target._ast:
+        return known[1]
+    sql = _translate(target._ast, dialect, table_name, columns, snapshots)
+    with _translated_lock:
+        _translated[key] = (target._ast, sql)  # the tree kept: its id is not reused meanwhile
+        while len(_translated) > _TRANSLATED_KEPT:
+            _translated.popitem(last=False)
+    return sql
+
+
+_TRANSLATED_KEPT = 512
+_translated: OrderedDict[tuple[Any, ...], tuple[exp.Expr, str]] = OrderedDict()
+_translated_lock = threading.Lock()
+
+
+def _ref(table: exp.Table) -> TableRef:
+    version = table.args.get("version")
+    return TableRef(
+        table.catalog, table.db, table.name, "" if version is None else version_text(version)
+    )
+
+
+def _translate(
+    ast: exp.Expr,
+    dialect: str,
+    table_name: Callable[[TableRef], str],
+    columns: Mapping[TableRef, Sequence[Column]] | None,
+    snapshots: Mapping[TableRef, int] | None,
+) -> str:
+    tree = ast.copy()
     if dialect == "spark":
         types = {ref: spark.column_types(cols) for ref, cols in (columns or {}).items()}
         tree = spark.to_spark(tree, types)
@@ -40,10 +84,7 @@ def to_engine_sql(
     tables = [t for t in tree.find_all(exp.Table) if t.args.get("catalog")]
     bare_names = [t.name for t in tables if not t.alias]
     for table in tables:
-        version = table.args.get("version")
-        ref = TableRef(
-            table.catalog, table.db, table.name, "" if version is None else version_text(version)
-        )
+        ref = _ref(table)
         table.set("version", None)  # the engine reads the version its view was made of
         snapshot = (snapshots or {}).get(ref)
         if snapshot is not None:  # or the one the planner chose, by its id

@@ -102,6 +102,26 @@ def test_seed_query_in_spark_sql() -> None:
     )
 
 
+def test_a_query_sent_again_is_parsed_once_and_translated_for_the_tables_it_reads() -> None:
+    assert parse(SEED) is parse(SEED)  # dashboards send the same text again and again
+    in_other = parse_statement(
+        "SELECT 1 FROM t", default_catalog=CATALOG, default_database="other", catalogs=[CATALOG]
+    )
+    assert parse("SELECT 1 FROM t").tables == (TableRef(CATALOG, "default", "t"),)
+    assert in_other.tables == (TableRef(CATALOG, "other", "t"),)
+    # The same tree is translated anew when its tables are named or typed otherwise.
+    halved = parse("SELECT c / 2 AS half FROM covid_confirmed_cases")
+    integer, double, decimal, integer_again = (
+        to_engine_sql(halved, "duckdb", duckdb_name, {CASES: [Column("c", kind)]})
+        for kind in ("bigint", "double", "decimal(10,2)", "bigint")
+    )
+    assert "c // 2" in integer and "c / 2" in double and "TRINO_DECIMAL_QUOTIENT" in decimal
+    assert integer_again == integer
+    renamed = to_engine_sql(halved, "duckdb", lambda ref: '"elsewhere"."t"')
+    assert 'FROM "elsewhere"."t"' in renamed
+    assert to_engine_sql(halved, "duckdb", duckdb_name) != renamed
+
+
 # --- names and tables -------------------------------------------------------------------
 
 
