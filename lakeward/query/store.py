@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -143,6 +143,13 @@ _UNFINISHED = (QueryState.QUEUED.value, QueryState.RUNNING.value)
 _BY_ID = select(executions).where(executions.c.id == bindparam("by_id"))
 _BY_TOKEN = select(executions).where(executions.c.client_request_token == bindparam("by_token"))
 _INSERT = insert(executions)
+_EXECUTION_FIELDS = tuple(f.name for f in fields(QueryExecution))
+# Read every 50 ms while a process runs queries (presence.py).
+_STOPS_ASKED = select(executions.c.id).where(
+    executions.c.owner == bindparam("owner"),
+    executions.c.stop_requested.is_(True),
+    executions.c.state.in_(_UNFINISHED),
+)
 # An end state is never overwritten (the columns to set are the parameters' keys).
 SAVE_UNFINISHED = update(executions).where(
     executions.c.id == bindparam("saved_id"), executions.c.state.in_(_UNFINISHED)
@@ -388,13 +395,8 @@ class Store:
 
     def stop_requests(self, owner: str) -> list[str]:
         """The unfinished executions of ``owner`` that someone asked to stop."""
-        query = select(executions.c.id).where(
-            executions.c.owner == owner,
-            executions.c.stop_requested.is_(True),
-            executions.c.state.in_(_UNFINISHED),
-        )
         with self.engine.connect() as conn:
-            return [r[0] for r in conn.execute(query)]
+            return [r[0] for r in conn.execute(_STOPS_ASKED, {"owner": owner})]
 
     # -- writes in flight ---------------------------------------------------
 
@@ -495,7 +497,8 @@ def insert_execution(conn: Connection, execution: QueryExecution, owner: str | N
 
 
 def execution_row(execution: QueryExecution) -> dict[str, Any]:
-    row = asdict(execution)
+    # Its fields one level deep: asdict would copy the statistics first, only to be replaced.
+    row = {name: getattr(execution, name) for name in _EXECUTION_FIELDS}
     row["statistics"] = json.dumps(asdict(execution.statistics))
     row["state"] = execution.state.value
     row["statement_type"] = execution.statement_type.value
