@@ -256,11 +256,14 @@ case "$task" in
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
     "$VENV/bin/mypy"
-    # The tests that need no Spark run in parallel; those that share the session's
-    # stack (metastore, ETL, server), and those marked serial, after them in one process.
+    # The tests that need no Spark run in parallel. Those that need Spark run after them
+    # in two processes, each with a session stack of its own (metastore, ETL, server) and
+    # whole modules to itself (a module shares its fixtures); those marked serial last,
+    # alone. The slowest tests are listed at the end: the Spark phase sets the length.
     run_pytest -n "${LAKEWARD_TEST_WORKERS:-auto}" -m "not spark and not serial" "$@"
-    # The slowest tests are listed at the end: the Spark phase sets the suite's length.
-    run_pytest -m "spark or serial" --durations=40 "$@"
+    run_pytest -n "${LAKEWARD_SPARK_WORKERS:-2}" --dist loadfile -m "spark and not serial" \
+      --durations=40 "$@"
+    run_pytest -m serial --durations=20 "$@"
     [ "$collected" = 1 ] || { echo "dev.sh: no tests were collected" >&2; exit 5; }
     ;;
   bench) install_all; for b in bench/*.py; do "$VENV/bin/python" "$b"; done ;;
