@@ -415,8 +415,8 @@ class KeyPairs:
     def __init__(self, pairs: dict[str, str]) -> None:
         self.pairs = pairs
 
-    def secret_for(self, access_key_id: str) -> str | None:
-        return self.pairs.get(access_key_id)
+    def secret_for(self, access_key_id: str, session_token: str | None = None) -> str | None:
+        return self.pairs.get(access_key_id)  # long-term keys only: no session token
 
 
 def no_verify(
