@@ -91,7 +91,9 @@ def serving(app: Any, *, lifespan: str = "auto") -> Iterator[str]:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
+    # h11, as the server's workers use (lakeward/http/worker.py), whatever else is installed.
+    config = uvicorn.Config(app, http="h11", log_level="warning", lifespan=lifespan)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

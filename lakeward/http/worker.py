@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.auto import AutoHTTPProtocol
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from lakeward.config import Settings
 from lakeward.http import create_app
@@ -150,7 +150,11 @@ class OneSendTransport:
         return getattr(self._transport, name)
 
 
-_HttpProtocol: Any = AutoHTTPProtocol  # h11's or httptools', whichever uvicorn picks
+# h11's, even where httptools is installed (uvicorn would pick it then): the close after an
+# unread body and the one-send transport are built and tested on h11's cycle; on httptools'
+# a refused S3 call and a supervisor's replacement went otherwise (a HEAD answered 400 instead
+# of 403, connections reset).
+_HttpProtocol: Any = H11Protocol
 
 
 class OneSendProtocol(_HttpProtocol):  # type: ignore[misc]
