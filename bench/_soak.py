@@ -738,7 +738,7 @@ class Soak:
     def _unaudited(self) -> list[str]:
         from sqlalchemy import select
 
-        from lakeward.access.audit import audit_log
+        from lakeward.access.audit_tables import audit_log
         from lakeward.access.control import AccessControl
 
         # Every request id in the log (an hour's run records more than a query's limit).

@@ -829,7 +829,7 @@ def measure_http(
 def audit_counts(stack: Stack) -> dict[str, int]:
     from sqlalchemy import func, select
 
-    from lakeward.access.audit import audit_log
+    from lakeward.access.audit_tables import audit_log
 
     query = (
         select(audit_log.c.action, func.count())

@@ -30,7 +30,7 @@ SQLite and PostgreSQL the commit does not wait for the disk (WAL with
 synchronous=NORMAL; synchronous_commit=off): a record survives lakeward dying,
 though the last moments before a power cut or a database crash may be lost.
 On SQLite an append is the driver's own INSERT on a pooled connection
-(``_SqliteAppender``): SQLAlchemy's per-statement work was most of its CPU.
+(``audit_tables.SqliteAppender``): SQLAlchemy's per-statement work was most of its CPU.
 """
 
 from __future__ import annotations
@@ -39,30 +39,30 @@ import gzip
 import hashlib
 import json
 import os
-import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
-    DateTime,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
     insert,
     select,
     text,
 )
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
+from lakeward.access.audit_tables import (
+    COMPONENT,
+    MIGRATIONS,
+    POSTGRES_TRIGGERS,
+    SQLITE_TRIGGERS,
+    SqliteAppender,
+    audit_log,
+    audit_segments,
+)
 from lakeward.errors import InvalidRequest, StorageError, Unavailable
 from lakeward.sqlstate import as_utc, migrate, open_engine, writer
 
@@ -72,98 +72,10 @@ MAX_QUERY_LIMIT = 100_000
 SEGMENT_RECORDS = 100_000  # records in one archive segment at most
 _MAX_TRIES = 100  # appends that lose the race to other processes, in a row
 
-metadata = MetaData()
-COMPONENT = "audit"  # its row in sqlstate's schema_version
-
-audit_log = Table(
-    "audit_log",
-    metadata,
-    # Ids are assigned by lakeward, not the database: the hash covers the id, so
-    # it must be known before the insert. (Integer on SQLite to keep the rowid.)
-    Column(
-        "id",
-        BigInteger().with_variant(Integer, "sqlite"),
-        primary_key=True,
-        autoincrement=False,
-    ),
-    Column("time", DateTime(timezone=True), nullable=False, index=True),
-    Column("principal", Text, nullable=False, index=True),
-    Column("action", Text, nullable=False),
-    Column("resource", Text, nullable=False),
-    Column("decision", String(16), nullable=False),
-    Column("statement", Text),
-    Column("request_id", Text),
-    Column("source", Text, nullable=False),
-    Column("hash", String(64), nullable=False),
-)
-
-audit_segments = Table(
-    "audit_segments",
-    metadata,
-    Column("first_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
-    Column("last_id", BigInteger, nullable=False, unique=True),
-    Column("records", Integer, nullable=False),
-    Column("prev_hash", String(64), nullable=False),  # the hash the segment chains onto
-    Column("last_hash", String(64), nullable=False),
-    Column("name", Text, nullable=False),  # the file's name in the archive directory
-    Column("sha256", String(64), nullable=False),  # of the file's bytes
-    Column("sealed_at", DateTime(timezone=True), nullable=False),
-)
 
 _TEXT_FIELDS = ("principal", "action", "resource", "source", "statement", "request_id")
 _OPTIONAL_FIELDS = ("statement", "request_id")
 _FIELDS = tuple(c.name for c in audit_log.columns if c.name != "hash")
-
-_REFUSED = "the audit log is append-only: {op} refused"
-_SEALED_THROUGH = "(SELECT COALESCE(MAX(last_id), 0) FROM audit_segments)"
-
-_SQLITE_TRIGGERS = [
-    f"""CREATE TRIGGER IF NOT EXISTS audit_log_no_update BEFORE UPDATE ON audit_log
-        BEGIN SELECT RAISE(ABORT, '{_REFUSED.format(op="UPDATE")}'); END""",
-    # A record leaves the table only once a sealed segment holds it.
-    f"""CREATE TRIGGER IF NOT EXISTS audit_log_no_delete BEFORE DELETE ON audit_log
-        WHEN OLD.id > {_SEALED_THROUGH}
-        BEGIN SELECT RAISE(ABORT, '{_REFUSED.format(op="DELETE")}'); END""",
-    *(
-        f"""CREATE TRIGGER IF NOT EXISTS audit_segments_no_{op.lower()}
-            BEFORE {op} ON audit_segments
-            BEGIN SELECT RAISE(ABORT, '{_REFUSED.format(op=op)}'); END"""
-        for op in ("UPDATE", "DELETE")
-    ),
-]
-
-_POSTGRES_TRIGGERS = [
-    # Serializes two processes setting up the same database at once.
-    "LOCK TABLE audit_log IN SHARE ROW EXCLUSIVE MODE",
-    # The message is concatenated: a % placeholder would be taken as the driver's.
-    # A record leaves audit_log only once a sealed segment holds it.
-    f"""CREATE OR REPLACE FUNCTION lakeward_audit_log_append_only() RETURNS trigger
-       LANGUAGE plpgsql AS $$
-       BEGIN
-           -- Nested: PL/pgSQL does not promise to stop at the first false AND.
-           IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'audit_log' THEN
-               IF OLD.id <= {_SEALED_THROUGH} THEN
-                   RETURN OLD;
-               END IF;
-           END IF;
-           RAISE EXCEPTION USING MESSAGE = 'the audit log is append-only: ' || TG_OP || ' refused';
-       END $$""",
-    *(
-        f"""DO $$ BEGIN
-       IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = '{table}'::regclass
-                      AND tgname = '{table}_no_change') THEN
-           CREATE TRIGGER {table}_no_change BEFORE UPDATE OR DELETE ON {table}
-               FOR EACH ROW EXECUTE FUNCTION lakeward_audit_log_append_only();
-       END IF;
-       IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = '{table}'::regclass
-                      AND tgname = '{table}_no_truncate') THEN
-           CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
-               FOR EACH STATEMENT EXECUTE FUNCTION lakeward_audit_log_append_only();
-       END IF;
-       END $$"""
-        for table in ("audit_log", "audit_segments")
-    ),
-]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,9 +159,9 @@ class AuditLog:
         self._writer = writer(self.engine)
         with self._writer.begin() as conn:
             if dialect == "sqlite":
-                statements = _SQLITE_TRIGGERS
+                statements = SQLITE_TRIGGERS
             elif dialect == "postgresql":
-                statements = _POSTGRES_TRIGGERS
+                statements = POSTGRES_TRIGGERS
             else:
                 statements = []  # only the hash chain guards other databases
             for statement in statements:
@@ -262,7 +174,7 @@ class AuditLog:
         # The newest (id, hash), cached: a stale one shows itself as a clash of
         # primary keys, so no lock or read is needed before each append.
         self._head: tuple[int, str] | None = None
-        self._appender = _SqliteAppender(self.engine) if dialect == "sqlite" else None
+        self._appender = SqliteAppender(self.engine) if dialect == "sqlite" else None
         self.archive = archive
 
     def close(self) -> None:
@@ -517,42 +429,6 @@ class AuditLog:
         return (head[0], head[1]) if head else (0, GENESIS)
 
 
-class _SqliteAppender:
-    """Rows into ``audit_log`` through the driver's own connection (the engine's pragmas
-    applied), the values stored as SQLAlchemy stores them."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        compiled = insert(audit_log).compile(dialect=engine.dialect)
-        self._sql = str(compiled)
-        self._names = list(compiled.positiontup or ())
-        time_type = audit_log.c.time.type.dialect_impl(engine.dialect)
-        processor = time_type.bind_processor(engine.dialect)
-        self._time: Callable[[Any], Any] = processor or (lambda value: value)
-
-    def insert(self, rows: list[dict[str, Any]]) -> None:
-        """Insert ``rows`` in one transaction; SQLAlchemy's errors, as the engine raises them."""
-        values = [
-            tuple(self._time(row[n]) if n == "time" else row[n] for n in self._names)
-            for row in rows
-        ]
-        connection = self._engine.raw_connection()  # from the engine's pool
-        con: sqlite3.Connection = connection.driver_connection  # type: ignore[assignment]
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                con.executemany(self._sql, values)
-                con.execute("COMMIT")
-            except BaseException:
-                if con.in_transaction:
-                    con.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            raise DBAPIError.instance(self._sql, None, exc, sqlite3.Error) from exc
-        finally:
-            connection.close()
-
-
 def _rows_in_order(conn: Connection, page: int = 5000, after: int = 0) -> Iterator[Any]:
     # Keyset pages: constant memory however long the log is.
     last = after
@@ -627,17 +503,3 @@ def _as_utc(value: datetime, what: str, error: type[Exception] = ValueError) -> 
     if value.tzinfo is None or value.utcoffset() is None:
         raise error(f"{what} must be a timezone-aware datetime")
     return value.astimezone(UTC)
-
-
-def _create_v1(conn: Connection) -> None:
-    audit_log.create(conn, checkfirst=True)  # also adopts a table made before versions
-
-
-def _segments_v2(conn: Connection) -> None:
-    audit_segments.create(conn, checkfirst=True)
-    if conn.dialect.name == "sqlite":
-        # Its successor lets sealed records leave; the log's opening creates it.
-        conn.execute(text("DROP TRIGGER IF EXISTS audit_log_no_delete"))
-
-
-MIGRATIONS = [_create_v1, _segments_v2]

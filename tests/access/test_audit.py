@@ -16,7 +16,8 @@ import pytest
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import DBAPIError
 
-from lakeward.access.audit import GENESIS, AuditLog, AuditRecord, audit_log
+from lakeward.access.audit import GENESIS, AuditLog, AuditRecord
+from lakeward.access.audit_tables import audit_log
 from lakeward.errors import InvalidRequest
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -15,7 +15,8 @@ from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 
 from lakeward.access import audit
-from lakeward.access.audit import GENESIS, AuditLog, audit_log, audit_segments
+from lakeward.access.audit import GENESIS, AuditLog
+from lakeward.access.audit_tables import audit_log, audit_segments
 from lakeward.errors import InvalidRequest, StorageError
 from tests.access.test_audit import T0, drop_triggers, record, sql
 from tests.helpers import lakeward
