@@ -164,6 +164,27 @@ class OneSendProtocol(_HttpProtocol):  # type: ignore[misc]
         super().connection_made(OneSendTransport(transport))  # type: ignore[arg-type]
 
 
+ACCEPTED_GRACE = 0.5
+"""Seconds a stopping worker, no longer accepting, gives the connections it accepted last
+to send their request before uvicorn closes the silent ones."""
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, which stops taking connections before it closes the idle ones.
+
+    uvicorn closes, at once, every connection that has no request in progress, one
+    accepted a moment before included: its client, whose request was on its way, is
+    left without an answer. Listening stops first here, then the last connections get
+    ``ACCEPTED_GRACE`` seconds to be read.
+    """
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        await asyncio.sleep(ACCEPTED_GRACE)
+        await super().shutdown(sockets)
+
+
 HANDOVER_LIMIT = 60.0
 """Seconds a worker whose supervisor died serves at most, waiting for its successors."""
 LOOK_EVERY = 0.1
@@ -213,7 +234,7 @@ def main() -> None:
     # Built and ready; a spare waits here until the supervisor gives it a place.
     if sys.stdin.readline().strip() != "serve":
         return  # the supervisor went away or stopped the spare
-    server = uvicorn.Server(
+    server = DrainingServer(
         uvicorn.Config(
             tag_responses(close_after_unread_body(app), os.getpid()),
             http=OneSendProtocol,
