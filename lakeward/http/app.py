@@ -17,7 +17,7 @@ from lakeward.erasure.workflow import ErasureWorkflow
 from lakeward.errors import LakewardError
 from lakeward.glue import GlueService
 from lakeward.glue.versions import TableVersions
-from lakeward.http.athena import athena_router
+from lakeward.http.athena import AwsApiDispatch, athena_endpoint
 from lakeward.http.auth import auth_router, load_sessions
 from lakeward.http.background import Background
 from lakeward.http.bi import bi_router
@@ -85,11 +85,6 @@ def create_app(
                 metastore_ok = client.ping()
         return {"status": "ok", "version": __version__, "metastore": metastore_ok}
 
-    # Athena's protocol posts every operation to "/": the router must stay at the root. It
-    # comes first: routes are matched in order, and its calls are the most frequent.
-    versions = TableVersions(service.store.engine)
-    glue = GlueService(service.catalogs, access, DEFAULT_CATALOG, versions)
-    app.include_router(athena_router(service, access, glue))
     sessions = load_sessions(access)
     app.include_router(auth_router(access, sessions))
     install_console(app, access, service, sessions)
@@ -110,6 +105,10 @@ def create_app(
     app.router.add_event_handler("shutdown", erasure_flow.close)
     app.include_router(erasure_requests_router(erasure_flow, access, sessions))
     app.include_router(events_router(access, relay))
-    # S3's API at the same address: requests signed for the service s3 go there.
+    # Athena's protocol posts every operation to "/" (Glue's and STS's too), past the routes.
+    versions = TableVersions(service.store.engine)
+    glue = GlueService(service.catalogs, access, DEFAULT_CATALOG, versions)
+    app.add_middleware(AwsApiDispatch, endpoint=athena_endpoint(service, access, glue))
+    # S3's API at the same address: requests signed for the service s3 go there first.
     app.add_middleware(S3Dispatch, s3=S3Endpoint(settings, access))
     return app

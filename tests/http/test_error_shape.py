@@ -87,7 +87,8 @@ def test_every_route_refuses_a_stranger_in_its_familys_shape(
     app_and_client: tuple[Any, TestClient],
 ) -> None:
     app, client = app_and_client
-    routes = sorted(set(walk(app.routes)))
+    # POST / (Athena, Glue, STS) is answered ahead of the routes (athena.AwsApiDispatch).
+    routes = sorted(set(walk(app.routes)) | {("POST", "/")})
     assert len(routes) > 80  # the walk reached the included routers
     seen = set()
     for method, path in routes:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lakeward.access import (
     current_context,
@@ -73,12 +74,44 @@ def athena_router(
     and its signature must be scoped to that service.
     """
     router = APIRouter()
+    endpoint = athena_endpoint(api, credentials, glue, max_body_bytes=max_body_bytes)
+    router.add_api_route("/", endpoint, methods=["POST"], include_in_schema=False)
+    return router
+
+
+class AwsApiDispatch:
+    """ASGI middleware: ``POST /`` (Athena, Glue, STS) goes straight to ``endpoint``.
+
+    Those calls are most of a stack's traffic, and each one is answered whole by the
+    endpoint (its errors in its service's shape): the application's exception handlers and
+    router, tried route by route, would only add their cost.
+    """
+
+    def __init__(self, app: ASGIApp, endpoint: Callable[[Request], Awaitable[Response]]) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/":
+            response = await self.endpoint(Request(scope, receive))
+            await response(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+def athena_endpoint(
+    api: SqlApi,
+    credentials: Credentials,
+    glue: GlueService | None = None,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> Callable[[Request], Awaitable[Response]]:
+    """What answers ``POST /``: Athena's operations, Glue's and STS's (``athena_router``)."""
     guard = ReplayGuard()
     model()  # load the models now rather than on the first request
     if glue is not None:
         model("glue")
 
-    @router.post("/", include_in_schema=False)
     async def athena(request: Request) -> Response:
         request_id = str(uuid.uuid4())
         target = request.headers.get("x-amz-target", "")
@@ -132,7 +165,7 @@ def athena_router(
                 return Response(xml, status_code=status, media_type="text/xml")
             return _error_response(exc, target, request_id)
 
-    return router
+    return athena
 
 
 def _service_of(headers: Mapping[str, str]) -> str:

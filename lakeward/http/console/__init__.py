@@ -82,7 +82,7 @@ def install_console(
     @app.get("/", include_in_schema=False)
     def root() -> RedirectResponse:
         # A browser opening the server's address meets the console; the Athena API
-        # is a POST to the same path (athena_router) and stays there.
+        # is a POST to the same path (athena.AwsApiDispatch) and stays there.
         return RedirectResponse(f"{PREFIX}/", status_code=307)
 
     scripts = {path.name: path for path in STATIC.glob("*.*")}
