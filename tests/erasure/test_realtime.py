@@ -198,6 +198,12 @@ def test_plain_file_writes_are_seen_by_the_watcher(
         moved = directory / "part-1.jsonl"
         os.rename(outside, moved)
         eventually(lambda: positions(service, "w4") != {}, what="the move")
+        # ... moves in a whole directory written elsewhere (as `mv staging/day=02 ...` does).
+        staged = tmp_path / "day=02"
+        staged.mkdir()
+        (staged / "part-0.jsonl").write_bytes(b'{"user_id": "w5"}\n')
+        os.rename(staged, directory.parent / "day=02")
+        eventually(lambda: positions(service, "w5") != {}, what="the directory moved in")
         # ... and deletes.
         target.unlink()
         eventually(lambda: positions(service, "w3") == {}, what="the delete")

@@ -6,6 +6,11 @@ Spark job, ``cp`` or an rsync do not. The watcher turns their file events into
 place (how careful writers publish a file), a file moved in from outside the
 lake, a deletion. Plain "modified" events are not used: they fire mid-write,
 and the close that follows says the same thing once the file is whole.
+
+Only those four kinds are asked of the kernel. Left to its default, watchdog
+also asks for every open, read-only close, modification and attribute change:
+each query's reads of the lake's Parquet files and each chunk of a result
+written would be an event for the server to read and drop.
 """
 
 from __future__ import annotations
@@ -79,6 +84,10 @@ class _Handler(FileSystemEventHandler):
             self._emit("removed", event.src_path)
 
 
+WATCHED_EVENTS = [FileClosedEvent, FileCreatedEvent, FileDeletedEvent, FileMovedEvent]
+"""What the kernel reports (see the module docstring); a directory's own events are not needed."""
+
+
 class LakeWatcher:
     """Watches a ``file://`` lake directory (recursively) and feeds a sink.
 
@@ -93,7 +102,12 @@ class LakeWatcher:
     def start(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
         observer = Observer()
-        observer.schedule(_Handler(self.base, self._sink), str(self.base), recursive=True)
+        observer.schedule(
+            _Handler(self.base, self._sink),
+            str(self.base),
+            recursive=True,
+            event_filter=WATCHED_EVENTS,
+        )
         observer.daemon = True
         try:
             observer.start()
