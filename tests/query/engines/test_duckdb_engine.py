@@ -211,6 +211,7 @@ LEFTOVERS = (
     " + (SELECT count(*) FROM duckdb_functions() WHERE NOT internal"
     "    AND NOT starts_with(function_name, 'trino_'))"
     " + (SELECT count(*) FROM duckdb_variables())"
+    " + (SELECT count(*) FROM duckdb_databases() WHERE database_name = 'leak')"
 )
 
 
@@ -236,6 +237,7 @@ def test_a_pooled_connection_keeps_nothing_of_the_previous_query(
         "SET VARIABLE leak = 1",
         "CREATE SEQUENCE leak",
         "PREPARE leak AS SELECT 1",
+        "ATTACH ':memory:' AS leak",
     )
     for sql in leaks:
         with contextlib.suppress(Exception):
