@@ -96,6 +96,25 @@ def test_executions_of_a_v2_store_gain_who_started_them(db: str | Path) -> None:
     store.engine.dispose()
 
 
+def test_executions_of_a_v7_store_gain_their_indexes_by_state(db: str | Path) -> None:
+    # The executions table as version 7 made it: found by workgroup and owner only.
+    engine = sqlstate.open_engine(db)
+    from lakeward.query import store as query_store
+
+    sqlstate.migrate(engine, QUERY_COMPONENT, query_store.MIGRATIONS[:7], label="query")
+    with sqlstate.writer(engine).begin() as conn:
+        for index in query_store.BY_STATE:
+            conn.execute(text(f"DROP INDEX {index.name}"))
+    engine.dispose()
+    store = Store(db)
+    with store.engine.connect() as conn:
+        found = inspect(conn).get_indexes("query_executions")
+    indexes = {index["name"]: index["column_names"] for index in found}
+    assert indexes["ix_query_executions_state_workgroup"] == ["state", "workgroup"]
+    assert indexes["ix_query_executions_state_owner"] == ["state", "owner"]
+    store.engine.dispose()
+
+
 def test_the_query_store_keeps_catalogs_and_workgroups_on_both_backends(db: str | Path) -> None:
     from datetime import UTC, datetime
 

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
+    Index,
     Integer,
     MetaData,
     String,
@@ -111,6 +112,16 @@ executions = Table(
     Column("retryable", Boolean),
     # Added in v7: the result reuse the execution asked for (MaxAgeInMinutes).
     Column("reuse_max_age_minutes", Integer),
+)
+
+# Added in v8. Executions accumulate (every query ever run), but the statements of every
+# query's path look for the few unfinished ones only: the running ones of a workgroup (its
+# concurrency cap), a process's ones asked to stop (every 50 ms while it runs queries), the
+# orphans of dead processes. With state first, each is a seek, however long the history;
+# by workgroup or owner alone, each read every execution of the workgroup or process.
+BY_STATE = (
+    Index("ix_query_executions_state_workgroup", executions.c.state, executions.c.workgroup),
+    Index("ix_query_executions_state_owner", executions.c.state, executions.c.owner),
 )
 
 processes = Table(
@@ -575,6 +586,12 @@ def _result_reuse_v7(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE query_executions ADD COLUMN reuse_max_age_minutes INTEGER"))
 
 
+def _by_state_v8(conn: Connection) -> None:
+    """The unfinished executions are found by state (see ``BY_STATE``)."""
+    for index in BY_STATE:
+        index.create(conn, checkfirst=True)
+
+
 MIGRATIONS = [
     _create_v1,
     _processes_v2,
@@ -583,4 +600,5 @@ MIGRATIONS = [
     _substatement_v5,
     _athena_error_v6,
     _result_reuse_v7,
+    _by_state_v8,
 ]

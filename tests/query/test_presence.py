@@ -137,6 +137,8 @@ def test_a_version_1_database_gains_owners(db: str | Path) -> None:
     with sqlstate.writer(engine).begin() as conn:
         conn.execute(text("DROP TABLE query_processes"))
         conn.execute(text("DROP INDEX ix_query_executions_owner"))
+        for index in query_store.BY_STATE:  # added in version 8
+            conn.execute(text(f"DROP INDEX {index.name}"))
         if conn.dialect.name == "sqlite":  # SQLite of this age drops columns one at a time
             conn.execute(text("ALTER TABLE query_executions DROP COLUMN stop_requested"))
             conn.execute(text("ALTER TABLE query_executions DROP COLUMN owner"))
