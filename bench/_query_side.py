@@ -19,6 +19,9 @@ Workloads:
 - analytic: joins, windows and aggregates over the covid tables that take
   50 ms - 2 s in DuckDB alone, boto3 polled every 20 ms, results of one page.
 
+``--history N`` first puts N finished executions in each server's state database,
+as a stack that has served for a while holds them.
+
 The server's CPU per query is read from /proc for each server's process tree (its
 supervisor and workers).
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -140,6 +144,93 @@ def export(revision: str, repo: Path) -> tuple[str, Path]:
     if archive.wait() != 0:
         raise SystemExit(f"git archive {commit} failed")
     return commit, target
+
+
+def own_state(code: Path, data_dir: Path, work: Path) -> Path:
+    """The data dir the old server runs on: the stack's own, unless the SQL service's state
+    database is at a schema newer than the old code knows (it would refuse to open it).
+    Then a data dir of links to the stack's, but for ``query/``, where the old server makes
+    a state database of its own (its catalogs are copied over once it serves:
+    ``copy_catalogs``)."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    known = subprocess.run(
+        [sys.executable, "-c", "from lakeward.query import store; print(len(store.MIGRATIONS))"],
+        env=env,
+        cwd=str(code),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    database = sqlite3.connect(data_dir / "query" / "service.db")
+    try:
+        (current,) = database.execute(
+            "SELECT version FROM schema_version WHERE component = 'query'"
+        ).fetchone()
+    finally:
+        database.close()
+    if current <= int(known):
+        return data_dir
+    own = work / "old-data"
+    own.mkdir()
+    for entry in data_dir.iterdir():
+        if entry.name != "query":
+            (own / entry.name).symlink_to(entry)
+    say(f"the old code knows state schema {known.strip()}, the stack's is at {current}: its")
+    say(f"  server keeps its own state database in {own / 'query'} (catalogs copied)")
+    return own
+
+
+def add_history(database: Path, count: int) -> None:
+    """``count`` finished executions in a state database, as a month of use leaves them."""
+    if count <= 0:
+        return
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import create_engine, insert
+
+    from lakeward.query.store import executions
+
+    start = datetime.now(UTC) - timedelta(days=30)
+    engine = create_engine(f"sqlite:///{database}")
+    rows = [
+        {
+            "id": str(uuid.uuid4()),
+            "query": SMALL,
+            "statement_type": "DML",
+            "workgroup": "primary",
+            "catalog": "awsdatacatalog",
+            "database": "default",
+            "output_location": "s3://lakeward-data/query-results/primary/old.csv",
+            "state": "SUCCEEDED",
+            "submitted": start + timedelta(seconds=i),
+            "completed": start + timedelta(seconds=i + 1),
+            "statistics": "{}",
+            "engine": "duckdb",
+            "owner": "gone:1:w1",
+            "stop_requested": False,
+        }
+        for i in range(count)
+    ]
+    with engine.begin() as conn:
+        conn.execute(insert(executions), rows)
+    engine.dispose()
+    say(f"{count:,} finished executions added to {database}")
+
+
+def copy_catalogs(new: Any, old: Any) -> None:
+    """The new server's data catalogs, made on the old server where it lacks them."""
+    have = {c["CatalogName"] for c in old.list_data_catalogs()["DataCatalogsSummary"]}
+    for summary in new.list_data_catalogs()["DataCatalogsSummary"]:
+        if summary["CatalogName"] in have:
+            continue
+        catalog = new.get_data_catalog(Name=summary["CatalogName"])["DataCatalog"]
+        old.create_data_catalog(
+            Name=catalog["Name"],
+            Type=catalog["Type"],
+            Description=catalog.get("Description", ""),
+            Parameters=catalog.get("Parameters", {}),
+        )
 
 
 def start_old_server(code: Path, data_dir: Path, log: Path) -> Server:
@@ -266,8 +357,15 @@ def side_by_side(args: Any, stack: Any, work: Path) -> dict[str, Any]:
     say(f"previous code: {commit[:12]} (lakeward/ exported to {code})")
     new_pid = stack.pids()["server"][0]
     servers = [Server("new", stack.endpoint, new_pid)]
-    old = start_old_server(code, stack.data_dir, work / "old-server.log")
+    old_data = own_state(code, stack.data_dir, work)
+    old = start_old_server(code, old_data, work / "old-server.log")
     servers.append(old)
+    for data_dir in {stack.data_dir, old_data}:
+        add_history(data_dir / "query" / "service.db", args.history)
+    if old_data != stack.data_dir:
+        copy_catalogs(
+            make_client(stack.settings, stack.endpoint), make_client(stack.settings, old.endpoint)
+        )
     say(f"servers: new {stack.endpoint} (pid {new_pid}), old {old.endpoint} (pid {old.pid})")
     poll = args.poll_ms / 1000
     figures = Figures()

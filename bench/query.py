@@ -1147,6 +1147,13 @@ def main(argv: list[str] | None = None) -> int:
         "--snapshot's, beside DuckDB alone, in one run (bench/_query_side.py)",
     )
     parser.add_argument("--analytic-runs", type=int, default=5, help="with --side-by-side")
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="with --side-by-side: finished executions put in each server's state database "
+        "first (a stack that has served for a while)",
+    )
     args = parser.parse_args(argv)
     if args.side_by_side:
         return side_by_side(args)
