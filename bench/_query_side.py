@@ -23,7 +23,8 @@ Workloads:
 as a stack that has served for a while holds them.
 
 The server's CPU per query is read from /proc for each server's process tree (its
-supervisor and workers).
+supervisor and workers): run by run for every workload, and for the small result
+also in blocks, each server alone for a block of runs (``measure_cpu_blocks``).
 """
 
 from __future__ import annotations
@@ -349,6 +350,31 @@ def measure(
         figures.cpu[f"{key}@{name}"] = seconds / runs
 
 
+BLOCK_SETTLE = 0.5
+"""Seconds a server is left before and after its block of runs, for what follows a query
+in the background (the lake watcher's settle, the index's update) to land in its block."""
+
+
+def measure_cpu_blocks(
+    servers: list[Server], clients: dict[str, Any], sql: str, runs: int, poll: float, rounds: int
+) -> dict[str, float]:
+    """Server CPU per query with each server alone: ``runs`` queries on one, then on the
+    other, ``rounds`` times. Run by run in turn, what a server does in the background
+    after a query (the lake watcher and the erasure index see every query's result
+    files) is counted in the other server's run that follows; here it stays in its own
+    block."""
+    used = {s.name: 0.0 for s in servers}
+    for _ in range(rounds):
+        for server in servers:
+            time.sleep(BLOCK_SETTLE)
+            before = tree_cpu(server.pid)
+            for _ in range(runs):
+                run_query(clients[server.name], sql, poll)
+            time.sleep(BLOCK_SETTLE)
+            used[server.name] += tree_cpu(server.pid) - before
+    return {name: seconds / (runs * rounds) for name, seconds in used.items()}
+
+
 def side_by_side(args: Any, stack: Any, work: Path) -> dict[str, Any]:
     from query import RawClient, TimedClient, make_client
 
@@ -383,6 +409,13 @@ def side_by_side(args: Any, stack: Any, work: Path) -> dict[str, Any]:
         measure(figures, "seed-raw", servers, raw, SEED_QUERY, args.raw_runs, 2, poll, floor)
         say(f"\n== seed query, boto3, {args.raw_runs} runs")
         measure(figures, "seed-boto3", servers, boto, SEED_QUERY, args.raw_runs, 2, poll, floor)
+        say(f"\n== small result, server CPU in blocks of {args.runs} runs, 2 rounds")
+        blocks = {
+            f"poll {args.poll_ms:g} ms": measure_cpu_blocks(
+                servers, boto, SMALL, args.runs, poll, 2
+            ),
+            "poll 1 s": measure_cpu_blocks(servers, boto, SMALL, 10, 1.0, 2),
+        }
         analytic_poll = 0.02
         for name, sql in ANALYTIC.items():
             say(f"\n== analytic: {name}, boto3 polled every 20 ms, {args.analytic_runs} runs")
@@ -394,10 +427,25 @@ def side_by_side(args: Any, stack: Any, work: Path) -> dict[str, Any]:
             old.process.terminate()
             old.process.wait(timeout=30)
         shutil.rmtree(code, ignore_errors=True)
-    lines = table(figures)
+    lines = table(figures) + [
+        "",
+        "| small result, server CPU per query, each server alone | new | old | new / old |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, cpu in blocks.items():
+        lines.append(
+            f"| {name} | {cpu['new'] * 1000:.1f} ms | {cpu['old'] * 1000:.1f} ms | "
+            f"{cpu['new'] / cpu['old']:.2f}x |"
+        )
     for line in lines:
         say(line)
-    return {"previous": commit, "times": figures.times, "cpu": figures.cpu, "table": lines}
+    return {
+        "previous": commit,
+        "times": figures.times,
+        "cpu": figures.cpu,
+        "cpu_blocks": blocks,
+        "table": lines,
+    }
 
 
 def table(figures: Figures) -> list[str]:
