@@ -114,11 +114,7 @@ executions = Table(
     Column("reuse_max_age_minutes", Integer),
 )
 
-# Added in v8. Executions accumulate (every query ever run), but the statements of every
-# query's path look for the few unfinished ones only: the running ones of a workgroup (its
-# concurrency cap), a process's ones asked to stop (every 50 ms while it runs queries), the
-# orphans of dead processes. With state first, each is a seek, however long the history;
-# by workgroup or owner alone, each read every execution of the workgroup or process.
+# Added in v8: the cap's, stop and orphan looks seek unfinished executions, however many ended.
 BY_STATE = (
     Index("ix_query_executions_state_workgroup", executions.c.state, executions.c.workgroup),
     Index("ix_query_executions_state_owner", executions.c.state, executions.c.owner),
