@@ -119,6 +119,13 @@ def _json_string(texts: pa.Array) -> pa.Array:
     return escaped
 
 
+def may_hold(texts: pa.Array, char: str) -> bool:
+    """Whether a string array's values may hold ``char`` (ASCII): False is certain, True
+    may come of the bytes of values around a slice."""
+    data = _data_bytes(texts)
+    return data is None or bool((data == ord(char)).any())
+
+
 def _data_bytes(texts: pa.Array) -> np.ndarray[Any, np.dtype[np.uint8]] | None:
     """The bytes of a string array's values (of a slice, perhaps others' too); None if its
     layout is another (string views)."""

@@ -235,10 +235,10 @@ def _record(values: list[str | None]) -> bytes:
 def _csv_lines(texts: list[pa.Array], plain: list[bool], num_rows: int) -> pa.Array:
     """Each row's CSV line, newline included, from its columns' texts (null for NULL).
 
-    ``plain`` columns (numbers, dates) hold no '"' to double.
+    ``plain`` columns (numbers, dates) hold no '"' to double, nor do most texts.
     """
     values = [
-        t if simple else pc.replace_substring(t, '"', '""')
+        pc.replace_substring(t, '"', '""') if not simple and pages.may_hold(t, '"') else t
         for t, simple in zip(texts, plain, strict=True)
     ]
     return pages.joined_rows(values, ('"', '"'), "", ("", "\n"), num_rows)
