@@ -190,27 +190,26 @@ def add_history(database: Path, count: int) -> None:
 
     from sqlalchemy import create_engine, insert
 
-    from lakeward.query.store import executions
+    from lakeward.query.model import QueryExecution, QueryState, StatementType
+    from lakeward.query.store import execution_row, executions
 
     start = datetime.now(UTC) - timedelta(days=30)
     engine = create_engine(f"sqlite:///{database}")
     rows = [
-        {
-            "id": str(uuid.uuid4()),
-            "query": SMALL,
-            "statement_type": "DML",
-            "workgroup": "primary",
-            "catalog": "awsdatacatalog",
-            "database": "default",
-            "output_location": "s3://lakeward-data/query-results/primary/old.csv",
-            "state": "SUCCEEDED",
-            "submitted": start + timedelta(seconds=i),
-            "completed": start + timedelta(seconds=i + 1),
-            "statistics": "{}",
-            "engine": "duckdb",
-            "owner": "gone:1:w1",
-            "stop_requested": False,
-        }
+        execution_row(
+            QueryExecution(
+                id=str(uuid.uuid4()),
+                query=SMALL,
+                statement_type=StatementType.DML,
+                workgroup="primary",
+                catalog="awsdatacatalog",
+                database="default",
+                output_location="s3://lakeward-data/query-results/primary/old.csv",
+                state=QueryState.SUCCEEDED,
+                submitted=start + timedelta(seconds=i),
+                completed=start + timedelta(seconds=i + 1),
+            )
+        )
         for i in range(count)
     ]
     with engine.begin() as conn:

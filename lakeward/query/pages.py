@@ -99,16 +99,19 @@ def _json_string(texts: pa.Array) -> pa.Array:
     # Most texts need no escape at all, which one pass over their bytes tells: a regex
     # per value costs ten times more. A byte of another value (a slice's) only means
     # the exact, slower steps below run for nothing.
-    if data is not None:
-        needs_escape = bool(((data < 0x20) | (data == 0x22) | (data == 0x5C)).any())
-    else:
+    if data is None:
         needs_escape = pc.any(pc.match_substring_regex(texts, _NEEDS_ESCAPE)).as_py()
+        ascii_letters_only = False
+    else:
+        control = data < 0x20
+        needs_escape = bool((control | (data == 0x22) | (data == 0x5C)).any())
+        ascii_letters_only = not (control | (data >= 0x7F)).any()
     escaped = texts
     if needs_escape:
         for char, escape in _ESCAPES:
             escaped = pc.replace_substring(escaped, char, escape)
-    if data is not None and not ((data < 0x20) | (data >= 0x7F)).any():
-        return escaped  # ASCII letters only: nothing for json.dumps to write as \uXXXX
+    if ascii_letters_only:
+        return escaped  # nothing for json.dumps to write as \uXXXX
     # Non-ASCII letters (\u00e9, surrogate pairs) and rare control characters: per value.
     slow = pc.invert(pc.string_is_ascii(texts))
     slow = pc.fill_null(pc.or_(slow, pc.match_substring_regex(texts, _ODD_CONTROL)), False)

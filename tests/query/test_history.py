@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import event, insert
 
-from lakeward.query.model import QueryState
+from lakeward.query.model import QueryExecution, QueryState, StatementType
 from lakeward.query.presence import orphan_reason
 from lakeward.query.service import QueryService
-from lakeward.query.store import executions
+from lakeward.query.store import execution_row, executions
 from tests.query.support import run
 
 HISTORY = 2000
@@ -27,28 +27,24 @@ def test_no_statement_on_a_querys_path_reads_through_the_history(
 ) -> None:
     service = memory_service
     start = datetime.now(UTC) - timedelta(days=30)
-    with service.store.engine.begin() as conn:
-        conn.execute(
-            insert(executions),
-            [
-                {
-                    "id": str(uuid.uuid4()),
-                    "query": "SELECT 1",
-                    "statement_type": "DML",
-                    "workgroup": "primary",
-                    "catalog": "awsdatacatalog",
-                    "database": "default",
-                    "output_location": "s3://lake/query-results/x.csv",
-                    "state": QueryState.SUCCEEDED.value,
-                    "submitted": start + timedelta(seconds=i),
-                    "completed": start + timedelta(seconds=i + 1),
-                    "engine": "duckdb",
-                    "owner": service.presence.id,
-                    "stop_requested": False,
-                }
-                for i in range(HISTORY)
-            ],
+    ended = [
+        QueryExecution(
+            id=str(uuid.uuid4()),
+            query="SELECT 1",
+            statement_type=StatementType.DML,
+            workgroup="primary",
+            catalog="awsdatacatalog",
+            database="default",
+            output_location="s3://lake/query-results/x.csv",
+            state=QueryState.SUCCEEDED,
+            submitted=start + timedelta(seconds=i),
+            completed=start + timedelta(seconds=i + 1),
         )
+        for i in range(HISTORY)
+    ]
+    with service.store.engine.begin() as conn:
+        rows = [{**execution_row(e), "owner": service.presence.id} for e in ended]
+        conn.execute(insert(executions), rows)
     ran: list[tuple[str, Any]] = []
 
     def note(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
