@@ -85,17 +85,19 @@ class Presence:
         self,
         store: Store,
         on_stop: Callable[[str], object],
-        busy: Callable[[], bool],
+        running_since: Callable[[], float | None],
         process: str | None = None,
         on_reap: Callable[[], object] | None = None,
     ) -> None:
-        """``on_reap`` runs after each look for processes that are gone (their writes
-        are rolled back there: query/journal.py)."""
+        """``running_since`` tells when (``time.monotonic()``) the longest-running of
+        this process's executions started, None if none runs. ``on_reap`` runs after
+        each look for processes that are gone (their writes are rolled back there:
+        query/journal.py)."""
         self.store = store
         self._on_reap = on_reap
         self.id = process or new_process_id()
         self._on_stop = on_stop
-        self._busy = busy
+        self._running_since = running_since
         self._closing = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -107,7 +109,7 @@ class Presence:
         self._thread.start()
 
     def wake(self) -> None:
-        """A query started: look for stops at the fast pace from now."""
+        """A query started: look for its stops at the fast pace."""
         self._wake.set()
 
     def close(self) -> None:
@@ -135,12 +137,19 @@ class Presence:
 
     def _loop(self) -> None:
         beat = reaped = time.monotonic()
+        looked = float("-inf")  # the last look for stops
         while not self._closing.is_set():
-            busy = self._busy()
-            self._wake.wait(STOP_POLL if busy else IDLE_POLL)
-            self._wake.clear()
+            # An execution is first looked for once it has run STOP_POLL: a stop is hardly
+            # asked of it sooner, and the many queries that end by then cost no look.
+            since = self._running_since()
+            due = None if since is None else max(since, looked) + STOP_POLL
+            now = time.monotonic()
+            if due is None or now < due:
+                self._wake.wait(IDLE_POLL if due is None else min(due - now, IDLE_POLL))
+                self._wake.clear()
             try:
-                if busy:
+                if due is not None and now >= due:
+                    looked = now
                     for execution_id in self.store.stop_requests(self.id):
                         self._on_stop(execution_id)
                 now = time.monotonic()

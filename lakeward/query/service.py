@@ -56,7 +56,7 @@ from lakeward.query.model import (
     WorkGroup,
 )
 from lakeward.query.owners import check_reader
-from lakeward.query.planner import Planner, Run
+from lakeward.query.planner import Planner, Run, oldest_start
 from lakeward.query.prepared import PreparedStatements, bound_statement
 from lakeward.query.presence import Presence, orphan_reason
 from lakeward.query.sql.queries import Statement
@@ -142,9 +142,8 @@ class QueryService(MetadataOperations, PreparedOperations):
         spill = settings.data_dir / "query" / "spill"
         spill.mkdir(parents=True, exist_ok=True)
         self.planner = Planner(settings, self.access, self.catalogs, self.engine, str(spill))
-        self.presence = Presence(
-            self.store, self._stop_here, lambda: bool(self._runs), process, self._roll_back_writes
-        )
+        ran = functools.partial(oldest_start, self._runs)
+        self.presence = Presence(self.store, self._stop_here, ran, process, self._roll_back_writes)
         self.journal = Journal(settings, self.storage, self.store, self.presence.id)
         self._bootstrap(owner)
 

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from sqlalchemy import MetaData, Table, text
 from lakeward import sqlstate
 from lakeward.query import store as query_store
 from lakeward.query.model import QueryExecution, QueryState, StatementType
-from lakeward.query.presence import Presence, end_process
+from lakeward.query.presence import STOP_POLL, Presence, end_process
 from lakeward.query.store import Store
 
 
@@ -44,9 +45,9 @@ def _dead_pid() -> int:
 def test_a_stop_asked_elsewhere_reaches_the_owner_only(db: str | Path) -> None:
     store = Store(db)
     stopped: list[str] = []
-    runner = Presence(store, stopped.append, busy=lambda: True)
+    runner = Presence(store, stopped.append, running_since=lambda: 0.0)
     runner.start()
-    other = Presence(store, stopped.append, busy=lambda: False)
+    other = Presence(store, stopped.append, running_since=lambda: None)
     other.start()
     try:
         store.add_execution(_execution("q1"), owner=runner.id)
@@ -65,6 +66,42 @@ def test_a_stop_asked_elsewhere_reaches_the_owner_only(db: str | Path) -> None:
         store.engine.dispose()
 
 
+def test_stops_are_looked_for_once_an_execution_has_run_a_while(db: str | Path) -> None:
+    """Short queries, one after another, cost no look for stops; a longer one is
+    looked at every STOP_POLL, and its stop is acted on."""
+    store = Store(db)
+    looks: list[str] = []
+    looked_for = store.stop_requests
+
+    def counted(process: str) -> list[str]:
+        looks.append(process)
+        return looked_for(process)
+
+    store.stop_requests = counted  # type: ignore[method-assign]
+    # Each look, the running execution has just started (as when short queries follow
+    # one another), until it is made to have run a while.
+    started: list[float | None] = [None]
+    stopped: list[str] = []
+    runner = Presence(store, stopped.append, running_since=lambda: started[0] or time.monotonic())
+    runner.start()
+    try:
+        store.add_execution(_execution("q1"), owner=runner.id)
+        store.request_stop("q1")
+        for _ in range(10):
+            runner.wake()
+            time.sleep(STOP_POLL)
+        assert looks == [] and stopped == []
+        started[0] = time.monotonic() - STOP_POLL  # one that has run on
+        runner.wake()
+        deadline = time.monotonic() + 10
+        while not stopped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stopped and set(stopped) == {"q1"}
+    finally:
+        runner.close()
+        store.engine.dispose()
+
+
 def test_the_executions_of_a_dead_process_fail_with_a_reason_and_stay_failed(
     db: str | Path,
 ) -> None:
@@ -72,7 +109,7 @@ def test_the_executions_of_a_dead_process_fail_with_a_reason_and_stay_failed(
     pid = _dead_pid()
     dead = f"{socket.gethostname()}:{pid}:deadbeef"
     store.register_process(dead, pid, socket.gethostname())
-    live = Presence(store, lambda _id: None, busy=lambda: False)
+    live = Presence(store, lambda _id: None, running_since=lambda: None)
     live.start()  # reaps at once: the dead pid is on this host
     try:
         store.add_execution(_execution("mine"), owner=live.id)
@@ -114,7 +151,7 @@ def test_the_cause_is_given_even_when_another_process_found_the_worker_gone_firs
     pid = _dead_pid()
     worker = f"{socket.gethostname()}:{pid}:w1"
     store.register_process(worker, pid, socket.gethostname())
-    sibling = Presence(store, lambda _id: None, busy=lambda: False)
+    sibling = Presence(store, lambda _id: None, running_since=lambda: None)
     sibling.start()
     try:
         store.add_execution(_execution("q"), owner=worker)

@@ -51,6 +51,12 @@ class Run:
         self.timed_out = threading.Event()
         self.engine: Engine | None = None  # once known, an interrupt reaches the query
         self.interrupted = float("-inf")  # monotonic time of the last interrupt sent
+        self.started = time.monotonic()
+
+
+def oldest_start(runs: Mapping[str, Run]) -> float | None:
+    """When the longest-running of ``runs`` started (``time.monotonic()``); None if none."""
+    return min((run.started for run in list(runs.values())), default=None)
 
 
 @dataclass(frozen=True)
