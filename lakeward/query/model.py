@@ -175,6 +175,12 @@ JsonDict = dict[str, Any]
 _COMPACT = (",", ":")
 
 
+def flat_fields(column: ColumnInfo) -> dict[str, Any]:
+    """A column's fields by name (all plain values): ``dataclasses.asdict`` copies each
+    deeply, which cost a result's columns a tenth of a millisecond a query."""
+    return dict(vars(column))
+
+
 def json_rows(rows: list[list[str | None]]) -> bytes:
     """Rows of Python strings as a page's rows (comma-joined), for what has no Arrow form."""
     return b",".join(_row_json(row) for row in rows)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakeward.errors import StorageError
-from lakeward.query.model import ColumnInfo, json_rows
+from lakeward.query.model import ColumnInfo, flat_fields, json_rows
 
 MAGIC = b"lakeward-pages 1\n"
 _SIZES = struct.Struct("<4Q")
@@ -205,7 +205,7 @@ def index(
     csv_offsets: memoryview,
 ) -> bytes:
     """Everything of a ``.pages`` object before its body."""
-    described = json.dumps([asdict(c) for c in columns]).encode("utf-8")
+    described = json.dumps([flat_fields(c) for c in columns]).encode("utf-8")
     rows = len(offsets) - 1
     sizes = _SIZES.pack(rows, len(described), len(header), body_len)
     return b"".join([MAGIC, sizes, described, header, bytes(offsets), bytes(csv_offsets)])

@@ -27,7 +27,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import BinaryIO, cast
 
 import pyarrow as pa
@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from lakeward.errors import InvalidRequest, ObjectNotFound, ResourceNotFound, StorageError
 from lakeward.query import pages
 from lakeward.query.engines.base import EngineResult
-from lakeward.query.model import ColumnInfo, ResultPage, json_rows
+from lakeward.query.model import ColumnInfo, ResultPage, flat_fields, json_rows
 from lakeward.query.pages import Pages
 from lakeward.query.texts import column_texts, is_plain
 from lakeward.storage import Storage
@@ -142,7 +142,7 @@ def write_results(
             position += len(lines)
             body_len += len(rendered)
             rows += batch.num_rows
-        metadata = {"format": FORMAT, "columns": [asdict(c) for c in columns], "rows": rows}
+        metadata = {"format": FORMAT, "columns": [flat_fields(c) for c in columns], "rows": rows}
         metadata["bytes"] = position  # the CSV's size: everything written to it
         header = pages.header_json(columns)
         offsets = pages.int64s(offset_parts, body_len)

@@ -504,9 +504,9 @@ def insert_execution(conn: Connection, execution: QueryExecution, owner: str | N
 
 
 def execution_row(execution: QueryExecution) -> dict[str, Any]:
-    # Its fields one level deep: asdict would copy the statistics first, only to be replaced.
+    # Its fields one level deep, and the statistics' plain values: asdict copies deeply.
     row = {name: getattr(execution, name) for name in _EXECUTION_FIELDS}
-    row["statistics"] = json.dumps(asdict(execution.statistics))
+    row["statistics"] = json.dumps(vars(execution.statistics))
     row["state"] = execution.state.value
     row["statement_type"] = execution.statement_type.value
     return row
