@@ -37,6 +37,7 @@ from lakeward.query.catalogs import (
     Loader,
     load_catalog,
 )
+from lakeward.query.deadlines import Deadlines
 from lakeward.query.engines import load_engine
 from lakeward.query.engines.base import Engine, EngineResult
 from lakeward.query.journal import ROLLED_BACK_ELSEWHERE, Journal
@@ -139,6 +140,7 @@ class QueryService(MetadataOperations, PreparedOperations):
         self._poll_waits = threading.Semaphore(POLL_WAITERS)
         self._closing = False  # set by close(): the executions it stops have not been cancelled
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="query")
+        self._timeouts = Deadlines("query-timeouts")
         spill = settings.data_dir / "query" / "spill"
         spill.mkdir(parents=True, exist_ok=True)
         self.planner = Planner(settings, self.access, self.catalogs, self.engine, str(spill))
@@ -359,13 +361,12 @@ class QueryService(MetadataOperations, PreparedOperations):
                 self._finish(execution, *self._stopped())
                 return
             execution.state = QueryState.RUNNING
-            timer = threading.Timer(run.group.timeout_seconds, self._time_out, (execution.id,))
-            timer.daemon = True
-            timer.start()
+            timed_out = functools.partial(self._time_out, execution.id)
+            self._timeouts.set(execution.id, run.group.timeout_seconds, timed_out)
             try:
                 self._run(execution, run)
             finally:
-                timer.cancel()
+                self._timeouts.clear(execution.id)
         finally:
             slot.release()
             with self._lock:
