@@ -22,6 +22,7 @@ class Deadlines:
         self._due: dict[Hashable, tuple[float, Callable[[], object]]] = {}
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     def set(self, key: Hashable, after: float, action: Callable[[], object]) -> None:
         """Run ``action`` in ``after`` seconds, unless ``clear(key)`` comes first."""
@@ -36,9 +37,20 @@ class Deadlines:
         with self._changed:
             self._due.pop(key, None)
 
+    def close(self) -> None:
+        """Forget every deadline and end the thread."""
+        with self._changed:
+            self._due.clear()
+            self._closed = True
+            self._changed.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
     def _loop(self) -> None:
         while True:
             with self._changed:
+                if self._closed:
+                    return
                 now = time.monotonic()
                 ready = [(when, key) for key, (when, _) in self._due.items() if when <= now]
                 ready.sort(key=lambda due: due[0])

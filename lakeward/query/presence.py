@@ -8,7 +8,8 @@ queries:
   heartbeat there, so that the others can tell it is alive;
 * while it runs queries, polls for stops asked of its executions by another
   process (a flag on the execution): one indexed read every ``STOP_POLL``
-  seconds, so a stop takes effect within about that much;
+  seconds once an execution has run that long, so a stop takes effect within
+  about that much (twice that of a query's start);
 * now and then fails the executions of processes that are gone: one of this
   host whose pid no longer exists at once, any other after ``SILENT_AFTER``
   seconds without a heartbeat; and rolls back the writes they left unfinished.

@@ -182,6 +182,7 @@ class QueryService(MetadataOperations, PreparedOperations):
             self._stop_here(execution_id)
             self.store.request_stop(execution_id)  # repeated until it ends (presence.py)
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._timeouts.close()
         self.presence.close()
         for engine in self._engines.values():
             engine.close()

@@ -22,6 +22,7 @@ def test_deadlines_run_in_order_unless_cleared_and_one_failing_stops_none() -> N
     deadlines.clear("cleared")
     deadlines.clear("never set")
     assert last.wait(10)
+    deadlines.close()
     assert ran == ["early", "late"]
 
 
@@ -35,4 +36,14 @@ def test_a_deadline_set_again_runs_once_at_its_new_time() -> None:
     deadlines.set("marker", 0.05, done.set)
     done.clear()
     assert done.wait(10)
+    deadlines.close()
     assert ran == ["second"]
+
+
+def test_closing_forgets_the_deadlines_and_ends_the_thread() -> None:
+    deadlines = Deadlines("test-deadlines-closed")
+    ran = threading.Event()
+    deadlines.set("query", 0.2, ran.set)
+    deadlines.close()
+    assert "test-deadlines-closed" not in {t.name for t in threading.enumerate()}
+    assert not ran.wait(0.5)
