@@ -165,6 +165,12 @@ def test_simulate_and_the_audit_log(stack: Settings) -> None:
     )
     assert result.returncode == 1 and "implicitDeny" in result.stdout
 
+    # A simulation decides without auditing: the log shows the calls each user made.
+    from botocore.exceptions import ClientError
+
+    run_seed(athena(stack, creds(stack, "DataEngineerUserCreds")))
+    with pytest.raises(ClientError, match="AccessDenied"):
+        athena(stack, creds(stack, "SalesUserCreds")).start_query_execution(QueryString=SEED)
     log = lakeward("audit", "--user", "sales_user", "--limit", "1000", data_dir=stack.data_dir)
     assert "lakeward:UseCatalog" in log.stdout and "implicitDeny" in log.stdout
     log = lakeward(
